@@ -1,0 +1,170 @@
+"""Argument parsing and the sub-commands of ``daskclust``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import DaskclustError
+
+ALGORITHMS = ("kmeans", "gmm")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="daskclust", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    make = sub.add_parser("make-data", help="write a synthetic data set to a zarr store")
+    make.add_argument("kind", choices=("birch", "blobs"))
+    make.add_argument("output", help="zarr store path or fsspec URL")
+    make.add_argument("--clusters", type=int, default=100, help="number of true clusters (birch: a square)")
+    make.add_argument("--samples", type=int, default=200_000, help="blobs: number of rows")
+    make.add_argument("--features", type=int, default=64, help="blobs: number of features")
+    make.add_argument("--points-per-cluster", type=int, default=100, help="birch: rows per cluster")
+    make.add_argument("--seed", type=int, default=0)
+    make.add_argument("--overwrite", action="store_true")
+
+    fit = sub.add_parser("fit", help="fit a model on a zarr store and save it")
+    fit.add_argument("data", help="zarr store path or fsspec URL")
+    fit.add_argument("--array", default=None, help="array inside the zarr group (default: X)")
+    fit.add_argument("--clusters", type=int, required=True, help="number of clusters C")
+    fit.add_argument("--algorithm", choices=ALGORITHMS, default="kmeans")
+    fit.add_argument("--init", default="k-means||")
+    fit.add_argument("--max-iter", type=int, default=None)
+    fit.add_argument("--tol", type=float, default=1e-4)
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--chunk-rows", type=int, default=None)
+    fit.add_argument("--memory-budget", type=int, default=None, help="bytes of cluster memory for the data")
+    fit.add_argument("--scheduler", default=None, help="address of a Dask scheduler (default: a LocalCluster)")
+    fit.add_argument("--output", required=True, help="where to save the model (zarr)")
+    fit.add_argument("--quiet", action="store_true", help="no progress display")
+
+    predict = sub.add_parser("predict", help="write the label of every row to a zarr store")
+    predict.add_argument("model")
+    predict.add_argument("data")
+    predict.add_argument("--array", default=None)
+    predict.add_argument("--scheduler", default=None)
+    predict.add_argument("--output", required=True)
+
+    info = sub.add_parser("info", help="describe a saved model")
+    info.add_argument("model")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+
+    demo = sub.add_parser("demo", help="generate BIRCH data, fit it on a LocalCluster, report")
+    demo.add_argument("--clusters", type=int, default=400)
+    demo.add_argument("--plot", default="daskclust-demo.png", help="convergence plot (needs matplotlib)")
+    demo.add_argument("--seed", type=int, default=0)
+
+    from .bench import add_bench_parser
+
+    add_bench_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (DaskclustError, FileExistsError, FileNotFoundError) as exc:
+        print(f"daskclust {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_make_data(args) -> int:
+    from ..datasets import make_birch, make_blobs
+
+    if args.kind == "birch":
+        group = make_birch(args.output, args.clusters, points_per_cluster=args.points_per_cluster,
+                           seed=args.seed, overwrite=args.overwrite)
+    else:
+        group = make_blobs(args.output, args.samples, args.features, args.clusters, seed=args.seed,
+                           overwrite=args.overwrite)
+    X = group["X"]
+    print(f"wrote {args.output}: X {X.shape} {X.dtype}, chunks {X.chunks}, {args.clusters} true clusters")
+    return 0
+
+
+def make_estimator(algorithm: str, n_clusters: int, **params):
+    from .. import GaussianMixture, KMeans
+
+    if algorithm == "kmeans":
+        return KMeans(n_clusters, **params)
+    return GaussianMixture(n_clusters, **params)
+
+
+def cmd_fit(args) -> int:
+    params = dict(init=args.init, tol=args.tol, random_state=args.seed, chunk_rows=args.chunk_rows,
+                  memory_budget=args.memory_budget, scheduler_address=args.scheduler,
+                  verbose=0 if args.quiet else 1)
+    if args.max_iter is not None:
+        params["max_iter"] = args.max_iter
+    model = make_estimator(args.algorithm, args.clusters, **params)
+    from ..data import open_zarr_array
+
+    model.fit(open_zarr_array(args.data, args.array))
+    model.save(args.output)
+    print(f"saved {type(model).__name__} with {args.clusters} clusters to {args.output}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from .. import load
+    from ..data import open_zarr_array
+    from ..engine.cluster import connect
+
+    model = load(args.model)
+    with connect(None, args.scheduler):
+        labels = model.predict(open_zarr_array(args.data, args.array), output=args.output)
+    print(f"wrote {labels.shape[0]} labels to {args.output}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from .. import load
+
+    model = load(args.model)
+    last = model.history_[-1] if model.history_ else {}
+    summary = {
+        "kind": type(model).__name__,
+        "n_clusters": int(model.centres_.shape[0]),
+        "n_features": int(model.centres_.shape[1]),
+        "n_iter": int(model.n_iter_),
+        "converged": bool(model.converged_),
+        "free_energy": last.get("free_energy"),
+        "quantization_error": last.get("quantization_error"),
+        "sigma2": float(model.sigma2_),
+        "fit_time_s": float(model.fit_time_),
+        "seeding_time_s": float(model.seeding_time_),
+        "params": {k: v for k, v in model.get_params().items() if not callable(v)},
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+        return 0
+    for key, value in summary.items():
+        if key != "params":
+            print(f"{key:>20}: {value}")
+    print(f"{'params':>20}: {summary['params']}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.clusters, args.plot, args.seed)
+
+
+def cmd_bench(args) -> int:
+    from .bench import run_bench
+
+    return run_bench(args)
+
+
+COMMANDS = {
+    "make-data": cmd_make_data,
+    "fit": cmd_fit,
+    "predict": cmd_predict,
+    "info": cmd_info,
+    "demo": cmd_demo,
+    "bench": cmd_bench,
+}

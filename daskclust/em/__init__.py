@@ -1,0 +1,1 @@
+"""Truncated variational EM: the E-step operation, the M-step and the loop."""

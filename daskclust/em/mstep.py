@@ -1,0 +1,52 @@
+"""M-step and free energies, computed on the driver from merged statistics."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernels.estep import LSE, W
+
+SIGMA2_FLOOR = 1e-300
+"""Smallest variance used in logarithms: a k-means fit of N = C points has sigma^2 = 0."""
+
+
+def m_step(acc: dict[str, np.ndarray], centres: np.ndarray, reg: float = 0.0) -> tuple[np.ndarray, float]:
+    """Truncated M-step (seed 000 Eq. 4 with the truncated q of Eq. 5).
+
+    mu_c = sum_n w_n q_c(n) y_n / sum_n w_n q_c(n); a cluster with no mass keeps
+    its centre. sigma^2 = sum_n sum_c w_n q_c(n) ||y_n - mu_c^new||^2 / (D sum_n w_n),
+    obtained from the second moment about the old centres by the parallel-axis
+    identity  sum q ||y - mu_new||^2 = sum q ||y - mu_old||^2 - S0 ||mu_new - mu_old||^2,
+    which avoids the cancellation of sum q ||y||^2 - S0 ||mu_new||^2. ``reg`` is
+    added to sigma^2 (``reg_covar``).
+    """
+    S0, S1, SD2 = acc["S0"], acc["S1"], acc["SD2"]
+    new = centres.copy()
+    has_mass = S0 > 0
+    new[has_mass] = S1[has_mass] / S0[has_mass, None]
+    shift2 = np.einsum("cd,cd->c", new - centres, new - centres)
+    within = max(float(SD2.sum() - np.dot(S0, shift2)), 0.0)
+    D = centres.shape[1]
+    sigma2 = within / (D * acc["scal"][W]) + reg
+    return new, sigma2
+
+
+def gmm_free_energy(acc: dict[str, np.ndarray], n_clusters: int, n_features: int, sigma2: float) -> float:
+    """Truncated free energy per point (seed 004 Eq. 7) at the E-step's parameters.
+
+    F = (1/W) sum_n w_n log sum_{c in K(n)} (1/C) N(y_n; mu_c, sigma^2 I)
+    """
+    scal = acc["scal"]
+    s2 = max(sigma2, SIGMA2_FLOOR)
+    return float(scal[LSE] / scal[W] - math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * s2))
+
+
+def kmeans_free_energy(n_clusters: int, n_features: int, sigma2: float) -> float:
+    """k-means free energy per point (seed 004 Prop. 3, Eq. 15): -log C - (D/2) log(2 pi e sigma^2).
+
+    ``sigma2`` is the variance after the M-step, sum_n ||y_n - mu_c(n)||^2 / (D N).
+    """
+    s2 = max(sigma2, SIGMA2_FLOOR)
+    return float(-math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * math.e * s2))

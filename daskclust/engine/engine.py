@@ -1,0 +1,211 @@
+"""The iterative engine: chunks placed on workers once, passes run by actors.
+
+Per pass the driver sends one small operation (parameters included) to each
+worker's :class:`Shard`; every shard folds its chunks into one accumulator,
+keeping per-chunk state beside the chunk; the accumulators are merged as a
+binary tree worker-to-worker; the driver receives only the root. Nothing of
+size N travels to the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from distributed import Client, wait
+
+from ..data import ChunkedData
+from .ops import ChunkOp
+from .shard import Shard
+
+log = logging.getLogger("daskclust")
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    address: str
+    nthreads: int
+    memory_limit: int
+
+
+def cluster_workers(client: Client) -> list[WorkerInfo]:
+    """The cluster's workers, in a fixed (address) order."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    return [
+        WorkerInfo(addr, int(w.get("nthreads", 1)), int(w.get("memory_limit") or 0))
+        for addr, w in sorted(info.items())
+    ]
+
+
+def default_memory_budget(workers: list[WorkerInfo]) -> int:
+    """Half the cluster's memory (workers without a limit count the machine's RAM / workers)."""
+    import psutil
+
+    fallback = psutil.virtual_memory().total // max(1, len(workers))
+    return sum(w.memory_limit or fallback for w in workers) // 2
+
+
+def contiguous_placement(bounds: np.ndarray, workers: list[WorkerInfo]) -> np.ndarray:
+    """Worker index of every chunk: contiguous ranges, rows in proportion to threads."""
+    n_chunks = len(bounds) - 1
+    threads = np.array([w.nthreads for w in workers], dtype=float)
+    targets = np.cumsum(threads) / threads.sum() * bounds[-1]
+    mids = (bounds[:-1] + bounds[1:]) / 2.0
+    return np.minimum(np.searchsorted(targets, mids, side="right"), len(workers) - 1).astype(int)[:n_chunks]
+
+
+class Engine:
+    """Runs chunk operations over ``data`` on ``client``'s workers.
+
+    Parameters
+    ----------
+    data : ChunkedData
+    client : distributed.Client
+    memory_budget : int, optional
+        Bytes of cluster memory the data may occupy when persisted; default half
+        the cluster's memory. Larger data is streamed from its source every pass.
+    persist : bool, optional
+        Force persisting (True) or streaming (False) instead of the budget rule.
+    """
+
+    def __init__(self, data: ChunkedData, client: Client, *, memory_budget: int | None = None,
+                 persist: bool | None = None):
+        self.data = data
+        self.client = client
+        self._memory_budget = memory_budget
+        self._persist_choice = persist
+        self.shards: list[Any] = []
+        self._refs: list[Any] = []
+        self.persisted = False
+        self.n_passes = 0
+        self.pass_seconds = 0.0
+
+    # ---------------------------------------------------------------- set-up
+    def __enter__(self) -> Engine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        data, client = self.data, self.client
+        workers = cluster_workers(client)
+        if not workers:
+            raise RuntimeError("the Dask cluster has no workers")
+        budget = self._memory_budget or default_memory_budget(workers)
+        kind = data.source.kind
+        if self._persist_choice is not None:
+            self.persisted = bool(self._persist_choice) or kind == "numpy"
+        else:
+            self.persisted = kind == "numpy" or data.nbytes <= budget
+        log.info("data %.1f MB, budget %.1f MB: %s", data.nbytes / 1e6, budget / 1e6,
+                 "persisted on the workers" if self.persisted else "streamed every pass")
+
+        x_refs = w_refs = None
+        if kind == "dask" and self.persisted:
+            x_refs, placement = self._persist_dask(workers)
+        else:
+            placement = contiguous_placement(data.bounds, workers)
+        if kind == "numpy":
+            x_refs = self._push(data.source.array, placement, workers)
+        w_kind = data.weight_source.kind if data.weight_source is not None else None
+        if w_kind == "numpy" or (w_kind == "dask" and self.persisted):
+            w_refs = self._push_weights(placement, workers)
+
+        x_source = data.source if kind != "numpy" else None
+        w_source = data.weight_source if w_refs is None else None
+        used = sorted(set(placement.tolist()))
+        shard_futures = [
+            client.submit(Shard, x_source, w_source, self.persisted, actor=True, workers=[workers[i].address],
+                          allow_other_workers=False, pure=False)
+            for i in used
+        ]
+        self.shards = [f.result() for f in shard_futures]
+        attach = []
+        for shard, i in zip(self.shards, used):
+            mine = np.flatnonzero(placement == i)
+            specs = [(int(c), int(data.bounds[c]), int(data.bounds[c + 1])) for c in mine]
+            xr = [x_refs[c] for c in mine] if x_refs is not None else None
+            wr = [w_refs[c] for c in mine] if w_refs is not None else None
+            attach.append(shard.attach(specs, xr, wr))
+        rows = sum(f.result() for f in attach)
+        assert rows == data.n_samples, (rows, data.n_samples)
+        self.placement = placement
+        self.workers = [workers[i] for i in used]
+
+    def _push(self, array: np.ndarray, placement: np.ndarray, workers: list[WorkerInfo]) -> list:
+        """Send each chunk of an in-memory array straight to its worker."""
+        refs: list = [None] * (len(self.data.bounds) - 1)
+        b = self.data.bounds
+        for i, worker in enumerate(workers):
+            mine = np.flatnonzero(placement == i)
+            if len(mine) == 0:
+                continue
+            pieces = [np.ascontiguousarray(array[b[c]:b[c + 1]], dtype=self.data.source.dtype) for c in mine]
+            futures = self.client.scatter(pieces, workers=[worker.address], hash=False)
+            for c, f in zip(mine, futures):
+                refs[c] = f
+        self._refs.extend(r for r in refs if r is not None)
+        return refs
+
+    def _push_weights(self, placement: np.ndarray, workers: list[WorkerInfo]) -> list:
+        src = self.data.weight_source
+        array = src.array if src.kind == "numpy" else None
+        if array is None:  # dask weights: small (8 bytes a row), computed once here
+            array = self.data.weights.compute()
+        return self._push(np.asarray(array, dtype=np.float64), placement, workers)
+
+    def _persist_dask(self, workers: list[WorkerInfo]) -> tuple[list, np.ndarray]:
+        """Persist a dask array on the cluster; chunks stay where Dask computed them."""
+        from distributed import futures_of
+
+        x = self.client.persist(self.data.X)
+        refs = sorted(futures_of(x), key=lambda f: f.key[1])
+        wait(refs)
+        self._refs.extend(refs)
+        where = self.client.who_has(refs)
+        index = {w.address: i for i, w in enumerate(workers)}
+        placement = np.array([index[sorted(where[f.key])[0]] for f in refs], dtype=int)
+        return refs, placement
+
+    # ---------------------------------------------------------------- passes
+    def map_reduce(self, op: ChunkOp) -> Any:
+        """Run ``op`` over every chunk and return the tree-merged accumulator."""
+        t0 = time.perf_counter()
+        if len(self.shards) == 1:
+            result = self.shards[0].run_and_take(op).result()
+        else:
+            for f in [s.run(op) for s in self.shards]:
+                f.result()
+            level = list(self.shards)
+            while len(level) > 1:
+                pairs = [(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+                for f in [a.absorb(b) for a, b in pairs]:
+                    f.result()
+                level = [a for a, _ in pairs] + ([level[-1]] if len(level) % 2 else [])
+            result = level[0].take().result()
+        self.n_passes += 1
+        self.pass_seconds += time.perf_counter() - t0
+        return result
+
+    def get_state(self, name: str) -> dict[int, np.ndarray]:
+        """Gather one per-chunk state array from every shard (checkpoints only)."""
+        out: dict[int, np.ndarray] = {}
+        for f in [s.get_state(name) for s in self.shards]:
+            out.update(f.result())
+        return out
+
+    def close(self) -> None:
+        for shard in self.shards:
+            try:
+                shard.close().result()
+            except Exception:  # noqa: BLE001 - a worker may already be gone at teardown
+                pass
+        self.shards = []
+        if self._refs:
+            self.client.cancel(self._refs)
+        self._refs = []

@@ -1,0 +1,66 @@
+"""The contract between the engine and the algorithms: chunk operations.
+
+An operation is a small picklable object sent to every worker once per pass.
+Each worker folds its chunks into accumulators (one per thread, chunks
+assigned to threads in a fixed round-robin order), merges them, and the engine
+merges the workers' results as a binary tree. ``merge`` must therefore be
+associative; sums may differ between cluster layouts only by round-off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+@dataclass
+class Chunk:
+    """What an operation sees of one chunk on a worker.
+
+    X : (n, D) float32/float64 rows; w : (n,) float64 weights or a (0,) array
+    (unweighted); state : per-chunk arrays kept on the worker between passes
+    (K(n), distances to the nearest seed, ...), which the operation may read,
+    replace or add to.
+    """
+
+    index: int
+    start: int
+    X: np.ndarray
+    w: np.ndarray
+    state: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0]
+
+
+class ChunkOp(Protocol):
+    """A pass over the data: ``new_acc`` / ``run`` per chunk / associative ``merge``."""
+
+    def new_acc(self) -> Any:
+        """A fresh (zero) accumulator."""
+
+    def run(self, chunk: Chunk, acc: Any) -> None:
+        """Fold one chunk into ``acc`` (in place), updating ``chunk.state``."""
+
+    def merge(self, a: Any, b: Any) -> Any:
+        """Combine two accumulators (may reuse ``a``)."""
+
+
+def add_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Merge for accumulators that are dicts of arrays summed element-wise."""
+    for name, value in b.items():
+        a[name] += value
+    return a
+
+
+def concat_rows(a: dict[str, np.ndarray], b: dict[str, np.ndarray], order: str) -> dict[str, np.ndarray]:
+    """Merge for accumulators that are dicts of row lists, kept sorted by ``a[order]``.
+
+    Sorting by a global row index makes the result independent of the merge tree.
+    """
+    merged = {name: np.concatenate([a[name], b[name]]) for name in a}
+    perm = np.argsort(merged[order], kind="stable")
+    return {name: value[perm] for name, value in merged.items()}

@@ -1,0 +1,191 @@
+"""What KMeans and GaussianMixture share: fitting on the engine, fitted attributes, saving."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import numpy as np
+
+from ..data import as_chunked_data
+from ..em.loop import EMSettings, run_em
+from ..engine.cluster import connect
+from ..engine.engine import Engine
+from ..errors import InvalidParameterError, NotFittedError
+from ..kernels.estep import nearest_centre
+from ..seeding import check_init, seed
+from .apply import apply_rows
+from .params import AnyValue, Interval, ParamsMixin
+from .progress import Progress
+
+log = logging.getLogger("daskclust")
+
+COMMON_CONSTRAINTS = {
+    "max_iter": Interval(0, None, integer=True),
+    "tol": Interval(0, None),
+    "random_state": Interval(0, 2**63 - 1, integer=True, allow_none=True),
+    "oversampling_factor": Interval(0, None, open_low=True),
+    "init_rounds": Interval(1, None, integer=True),
+    "chain_length": Interval(1, None, integer=True),
+    "chunk_rows": Interval(1, None, integer=True, allow_none=True),
+    "memory_budget": Interval(1, None, integer=True, allow_none=True),
+    "verbose": Interval(0, None, integer=True),
+    "init": AnyValue(),
+}
+
+
+def resolve_seed(random_state: int | None) -> int:
+    """The integer seed of a fit: ``random_state``, or fresh entropy when None."""
+    if random_state is not None:
+        return int(random_state)
+    return int(np.random.SeedSequence().entropy % (2**63))
+
+
+class TruncatedEMEstimator(ParamsMixin):
+    """Base of the estimators: the EM loop runs on the Dask engine; subclasses
+    say how many clusters each point keeps (C') and which free energy to report."""
+
+    _kmeans = False
+
+    # subclass hooks -------------------------------------------------------
+    def _n_clusters(self) -> int:
+        raise NotImplementedError
+
+    def _n_keep(self) -> int:
+        raise NotImplementedError
+
+    def _reg(self) -> float:
+        return 0.0
+
+    # fitting --------------------------------------------------------------
+    def fit(self, X, y=None, sample_weight=None, *, client=None):
+        """Fit on ``X`` (numpy, dask, zarr, path/URL or xarray), optionally weighted.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), dask array, zarr.Array,
+            xarray.DataArray, or str (zarr store path or fsspec URL)
+        y : ignored
+        sample_weight : array-like of shape (n_samples,), optional
+        client : distributed.Client, optional
+            Cluster to run on; default ``scheduler_address``, else the active
+            client, else an embedded LocalCluster closed after the fit.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        C = self._n_clusters()
+        init = check_init(self.init, C)
+        data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
+        if not isinstance(init, str):
+            check_init(init, C, data.n_features)
+        seed_value = resolve_seed(self.random_state)
+        progress = Progress(self.verbose, self.callback, data.nbytes)
+        settings = EMSettings(C, self._n_keep(), self._kmeans, self.max_iter, self.tol, self._reg())
+        t0 = time.perf_counter()
+        with connect(client, self.scheduler_address, announce=progress.say) as cl, Engine(
+            data, cl, memory_budget=self.memory_budget
+        ) as engine:
+            progress.say(
+                f"{type(self).__name__}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
+                f"{len(engine.shards)} worker(s), {'persisted' if engine.persisted else 'streamed'}"
+            )
+            seeding = seed(engine, init, C, seed=seed_value, oversampling_factor=self.oversampling_factor,
+                           init_rounds=self.init_rounds, chain_length=self.chain_length)
+            progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
+            sigma2 = max(seeding.sigma2 + self._reg(), np.finfo(float).tiny)
+            result = run_em(engine, seeding.centres, sigma2, settings, report=progress.row)
+        self._set_fitted(result, seeding, data.n_features, seed_value, time.perf_counter() - t0)
+        progress.say(
+            f"done: {self.n_iter_} iterations, free energy {result.history[-1]['free_energy']:.6g}, "
+            f"converged={self.converged_}, {self.fit_time_:.2f} s"
+        )
+        return self
+
+    def _set_fitted(self, result, seeding, n_features, seed_value, seconds) -> None:
+        self.centres_ = result.centres
+        self.sigma2_ = result.sigma2
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.inertia_ = result.inertia
+        self.history_ = result.history
+        self.n_features_in_ = n_features
+        self.seed_ = seed_value
+        self.seeding_time_ = seeding.seconds
+        self.seeding_distances_ = seeding.n_distances
+        self.fit_time_ = seconds
+
+    # applying -------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "centres_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def predict(self, X, *, output: str | os.PathLike | None = None, storage_options: dict | None = None):
+        """Index of the nearest centre of each row (exact search over all centres).
+
+        numpy input gives a numpy array, lazy input (dask, zarr, xarray, path) a
+        dask array; with ``output`` the labels are written to that zarr store
+        chunk by chunk and the stored array is returned.
+        """
+        self._check_fitted()
+        centres = self.centres_
+
+        def labels(block):
+            out = np.empty(block.shape[0], dtype=np.int32)
+            nearest_centre(block, centres, out, np.empty(block.shape[0]))
+            return out
+
+        return apply_rows(X, self.n_features_in_, labels, width=None, dtype=np.int32, output=output,
+                          storage_options=storage_options)
+
+    def fit_predict(self, X, y=None, sample_weight=None, *, client=None):
+        """``fit(X).predict(X)``."""
+        return self.fit(X, sample_weight=sample_weight, client=client).predict(X)
+
+    def save(self, path, *, overwrite: bool = True, storage_options: dict | None = None) -> None:
+        """Store parameters, configuration and history as an xarray Dataset in zarr."""
+        from ..store import StoredModel, save_model
+
+        self._check_fitted()
+        arrays = {"centres": np.asarray(self.centres_)}
+        scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
+        params = {k: _jsonable(v) for k, v in self.get_params().items()}
+        model = StoredModel(type(self).__name__, params, arrays, scalars, list(self.history_))
+        save_model(path, model, overwrite=overwrite, storage_options=storage_options)
+
+
+_SCALARS = ("sigma2", "n_iter", "converged", "inertia", "n_features_in", "seed", "seeding_time",
+            "seeding_distances", "fit_time")
+
+
+def _number(value):
+    """Scalars as stored: bools as 0/1 (the store keeps numbers only)."""
+    return int(value) if isinstance(value, (bool, np.bool_)) else value
+
+
+def _jsonable(value):
+    """Parameters as stored: arrays become nested lists, callables are not stored."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if callable(value):
+        return None
+    return value
+
+
+def restore(estimator: TruncatedEMEstimator, arrays: dict, scalars: dict) -> TruncatedEMEstimator:
+    """Set the fitted attributes of ``estimator`` from stored arrays and scalars."""
+    estimator.centres_ = np.asarray(arrays["centres"], dtype=np.float64)
+    for name in _SCALARS:
+        if name in scalars:
+            setattr(estimator, name + "_", scalars[name])
+    estimator.converged_ = bool(estimator.converged_)
+    return estimator
+
+
+def check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)

@@ -1,0 +1,127 @@
+"""GaussianMixture: the isotropic equal-weight GMM of seeds 000/004 fitted by (truncated) EM."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels.estep import log_likelihood
+from .apply import apply_rows
+from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
+from .params import Interval
+
+
+class GaussianMixture(TruncatedEMEstimator):
+    """Gaussian mixture with C isotropic components of one shared variance and equal weights.
+
+    p(y) = (1/C) sum_c N(y; mu_c, sigma^2 I) (seed 000 Eq. 2), fitted by EM;
+    with ``n_truncated`` = C' < C, by truncated variational EM keeping the C'
+    most responsible components per point (seed 004, "k-means-C'"). The free
+    energy (seed 004 Eq. 7) never decreases; with C' = C it is the log-likelihood.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of components C.
+    n_truncated : int or None, default=None
+        C', components kept per point; None = all (exact EM).
+    reg_covar : float, default=1e-6
+        Added to sigma^2 after every M-step (as scikit-learn's ``reg_covar``).
+    init, max_iter, tol, random_state, oversampling_factor, init_rounds, chain_length,
+    chunk_rows, memory_budget, scheduler_address, verbose, callback
+        As in :class:`daskclust.KMeans` (default ``max_iter=100``).
+
+    Attributes
+    ----------
+    means_ : ndarray of shape (C, D)
+    sigma2_ : float
+    weights_ : ndarray of shape (C,), all 1/C
+    covariances_ : ndarray of shape (C,), all sigma2_ (scikit-learn's "spherical" layout)
+    inertia_ : float
+        Sum of squared distances of the rows to their nearest mean.
+    n_iter_, converged_, history_, seeding_time_, fit_time_
+        As in :class:`daskclust.KMeans`.
+    """
+
+    _constraints = {
+        **COMMON_CONSTRAINTS,
+        "n_components": Interval(1, None, integer=True),
+        "n_truncated": Interval(1, None, integer=True, allow_none=True),
+        "reg_covar": Interval(0, None),
+    }
+
+    def __init__(self, n_components=1, *, n_truncated=None, reg_covar=1e-6, init="k-means||", max_iter=100,
+                 tol=1e-4, random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5,
+                 chunk_rows=None, memory_budget=None, scheduler_address=None, verbose=0, callback=None):
+        self.n_components = n_components
+        self.n_truncated = n_truncated
+        self.reg_covar = reg_covar
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.oversampling_factor = oversampling_factor
+        self.init_rounds = init_rounds
+        self.chain_length = chain_length
+        self.chunk_rows = chunk_rows
+        self.memory_budget = memory_budget
+        self.scheduler_address = scheduler_address
+        self.verbose = verbose
+        self.callback = callback
+
+    def _n_clusters(self) -> int:
+        return self.n_components
+
+    def _n_keep(self) -> int:
+        return self.n_components if self.n_truncated is None else min(self.n_truncated, self.n_components)
+
+    def _reg(self) -> float:
+        return float(self.reg_covar)
+
+    @property
+    def means_(self) -> np.ndarray:
+        self._check_fitted()
+        return self.centres_
+
+    @property
+    def weights_(self) -> np.ndarray:
+        self._check_fitted()
+        return np.full(len(self.centres_), 1.0 / len(self.centres_))
+
+    @property
+    def covariances_(self) -> np.ndarray:
+        self._check_fitted()
+        return np.full(len(self.centres_), self.sigma2_)
+
+    def score_samples(self, X, *, output=None, storage_options=None):
+        """Log-likelihood log p(y) of each row under the full (untruncated) mixture."""
+        self._check_fitted()
+        centres, sigma2 = self.centres_, self.sigma2_
+
+        def loglik(block):
+            out = np.empty(block.shape[0])
+            log_likelihood(block, centres, sigma2, out)
+            return out
+
+        return apply_rows(X, self.n_features_in_, loglik, width=None, dtype=np.float64, output=output,
+                          storage_options=storage_options)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean (weighted) log-likelihood per row."""
+        ll = self.score_samples(X)
+        if sample_weight is None:
+            return float(ll.mean())
+        w = np.asarray(sample_weight, dtype=np.float64)
+        return float((ll * w).sum() / w.sum())
+
+    def predict_proba(self, X):
+        """Responsibilities of every component for every row, shape (n_samples, C)."""
+        self._check_fitted()
+        centres, sigma2 = self.centres_, self.sigma2_
+
+        def proba(block):
+            d2 = ((block[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+            logits = -(d2 - d2.min(axis=1, keepdims=True)) / (2 * sigma2)
+            p = np.exp(logits)
+            return p / p.sum(axis=1, keepdims=True)
+
+        return apply_rows(X, self.n_features_in_, proba, width=len(centres), dtype=np.float64)

@@ -1,0 +1,127 @@
+"""KMeans: k-means as truncated variational EM with C' = 1 (seed 004, Prop. 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels.estep import all_distances, nearest_centre
+from .apply import apply_rows
+from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
+from .params import Interval
+
+
+class KMeans(TruncatedEMEstimator):
+    """k-means clustering on Dask, for data larger than memory and many clusters.
+
+    Lloyd's algorithm seen as truncated variational EM with one cluster per
+    point (C' = 1): the E-step assigns each row to its nearest centre, the
+    M-step moves each centre to the mean of its rows. The reported free energy
+    is seed 004's k-means free energy (Eq. 15), -log C - (D/2) log(2 pi e sigma^2),
+    which never decreases.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters C.
+    init : {"k-means||", "afkmc2", "k-means++", "random"} or array of shape (C, D), default="k-means||"
+        Seeding (see :mod:`daskclust.seeding`).
+    max_iter : int, default=300
+        Most M-steps.
+    tol : float, default=1e-4
+        Stop when the free energy changes by at most ``tol`` relatively, or when
+        no assignment changes.
+    random_state : int or None, default=None
+        Seed of every random stream (keyed by seed, iteration and chunk).
+    oversampling_factor, init_rounds : float, int, default=2.0, 5
+        k-means|| oversampling l = oversampling_factor * C and number of rounds.
+    chain_length : int, default=5
+        AFK-MC2 Markov chain length m.
+    chunk_rows : int or None, default=None
+        Rows per chunk; default from the data's shape (about 64 MiB, at least 16 chunks).
+    memory_budget : int or None, default=None
+        Bytes of cluster memory the data may use when persisted (default half
+        the cluster's memory); larger data is streamed from its source each pass.
+    scheduler_address : str or None, default=None
+        Dask scheduler to connect to when ``fit`` gets no client.
+    verbose : int, default=0
+        Print progress (1) per iteration.
+    callback : callable or None, default=None
+        Called with each history row (a dict) after every iteration.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (C, D)
+    sigma2_ : float
+        Variance of the rows around their centres, sum ||y - mu||^2 / (D N).
+    inertia_ : float
+        Sum of squared distances of the rows to their nearest centre.
+    n_iter_ : int
+        M-steps run.
+    converged_ : bool
+    history_ : list of dict
+        One row per iteration, see :data:`daskclust.em.loop.HISTORY_FIELDS`.
+    seeding_time_, fit_time_ : float
+        Seconds spent seeding and in the whole fit.
+    """
+
+    _kmeans = True
+    _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
+
+    def __init__(self, n_clusters=8, *, init="k-means||", max_iter=300, tol=1e-4, random_state=None,
+                 oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None, memory_budget=None,
+                 scheduler_address=None, verbose=0, callback=None):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.oversampling_factor = oversampling_factor
+        self.init_rounds = init_rounds
+        self.chain_length = chain_length
+        self.chunk_rows = chunk_rows
+        self.memory_budget = memory_budget
+        self.scheduler_address = scheduler_address
+        self.verbose = verbose
+        self.callback = callback
+
+    def _n_clusters(self) -> int:
+        return self.n_clusters
+
+    def _n_keep(self) -> int:
+        return 1
+
+    @property
+    def cluster_centers_(self) -> np.ndarray:
+        self._check_fitted()
+        return self.centres_
+
+    def transform(self, X, *, output=None, storage_options=None):
+        """Euclidean distance of each row to every centre, shape (n_samples, C)."""
+        self._check_fitted()
+        centres = self.centres_
+
+        def distances(block):
+            out = np.empty((block.shape[0], centres.shape[0]))
+            all_distances(block, centres, out)
+            return out
+
+        return apply_rows(X, self.n_features_in_, distances, width=len(centres), dtype=np.float64,
+                          output=output, storage_options=storage_options)
+
+    def fit_transform(self, X, y=None, sample_weight=None, *, client=None):
+        return self.fit(X, sample_weight=sample_weight, client=client).transform(X)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the (weighted) sum of squared distances to the nearest centre."""
+        self._check_fitted()
+        centres = self.centres_
+
+        def sq(block):
+            out = np.empty(block.shape[0])
+            nearest_centre(block, centres, np.empty(block.shape[0], dtype=np.int32), out)
+            return out
+
+        d2 = apply_rows(X, self.n_features_in_, sq, width=None, dtype=np.float64)
+        if sample_weight is not None:
+            d2 = d2 * sample_weight
+        return -float(d2.sum())

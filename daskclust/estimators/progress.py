@@ -1,0 +1,39 @@
+"""Progress reporting: one line per iteration when ``verbose``, and the ``callback`` hook."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+
+class Progress:
+    """Prints fit progress (``verbose >= 1``) and passes each history row to ``callback``.
+
+    A line shows iteration, free energy, quantization error, distance
+    evaluations per second, data throughput and elapsed time.
+    """
+
+    def __init__(self, verbose: int, callback: Callable[[dict], object] | None, nbytes: int,
+                 stream=None):
+        self.verbose = verbose
+        self.callback = callback
+        self.nbytes = nbytes
+        self.stream = stream if stream is not None else sys.stdout
+        self.t0 = time.perf_counter()
+
+    def say(self, message: str) -> None:
+        if self.verbose:
+            print(message, file=self.stream, flush=True)
+
+    def row(self, row: dict) -> None:
+        if self.callback is not None:
+            self.callback(dict(row))
+        if not self.verbose:
+            return
+        seconds = max(row["seconds"], 1e-9)
+        self.say(
+            f"iter {row['iteration']:4d}  F {row['free_energy']: .6e}  QE {row['quantization_error']:.6e}  "
+            f"{row['n_distances'] / seconds:9.3e} dist/s  {self.nbytes / seconds / 1e6:8.1f} MB/s  "
+            f"elapsed {time.perf_counter() - self.t0:7.2f} s"
+        )

@@ -1,0 +1,201 @@
+"""Truncated E-step kernels and the additive statistics they accumulate.
+
+Model (seed 000 Eqs. 1-5, seed 004 Eq. 7): isotropic equal-weight GMM with
+centres mu_c and one variance sigma^2. For each point the kernel keeps the C'
+closest clusters K(n) among the clusters it evaluates, computes the truncated
+responsibilities
+
+    q_c(n) = exp(-d_c(n)^2 / 2 sigma^2) / sum_{c' in K(n)} exp(-d_c'(n)^2 / 2 sigma^2)
+
+with a stable log-sum-exp, and adds to the statistics (all float64, IN/OUT):
+
+    S0[c]  += w_n q_c(n)                    (mass)
+    S1[c]  += w_n q_c(n) y_n                (first moment)
+    SD2[c] += w_n q_c(n) d_c(n)^2           (second moment about the current centre)
+    scal[W]      += w_n
+    scal[LSE]    += w_n log sum_{c in K(n)} exp(-d_c(n)^2 / 2 sigma^2)
+    scal[QE]     += w_n min_c d_c(n)^2     (over the clusters evaluated)
+    scal[NDIST]  += number of distances evaluated
+    scal[CHANGED]+= 1 if the best cluster of n changed
+
+From these the driver computes the M-step (seed 000 Eq. 4) and the free energy
+(seed 004 Eq. 7) without any pass over the data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Layout of the scalar accumulator.
+W, LSE, QE, NDIST, CHANGED = 0, 1, 2, 3, 4
+N_SCALARS = 5
+
+
+@njit(inline="always")
+def sqdist(x, y):
+    """Squared Euclidean distance ||x - y||^2, accumulated in float64."""
+    s = 0.0
+    for j in range(x.shape[0]):
+        t = float(x[j]) - y[j]
+        s += t * t
+    return s
+
+
+@njit(inline="always")
+def insert_sorted(top_d, top_c, size, k, d, c):
+    """Insert (d, c) into the ascending list ``top_d[:size]`` capped at ``k`` entries.
+
+    Returns the new size. Ties keep the earlier entry first, so the result only
+    depends on the order in which candidates are offered.
+    """
+    if size == k and d >= top_d[k - 1]:
+        return size
+    pos = size if size < k else k - 1
+    while pos > 0 and top_d[pos - 1] > d:
+        if pos < k:
+            top_d[pos] = top_d[pos - 1]
+            top_c[pos] = top_c[pos - 1]
+        pos -= 1
+    top_d[pos] = d
+    top_c[pos] = c
+    return size + 1 if size < k else size
+
+
+@njit(inline="always")
+def accumulate_point(x, wi, sel_c, sel_d, k, inv_two_s2, S0, S1, SD2):
+    """Add one point's truncated responsibilities to the statistics.
+
+    ``sel_d[:k]`` are the squared distances to the clusters ``sel_c[:k]``,
+    ascending. Returns ``log sum_c exp(-d_c^2 / 2 sigma^2)`` over the k clusters.
+    """
+    dmin = sel_d[0]
+    if k == 1:
+        c = sel_c[0]
+        S0[c] += wi
+        for j in range(x.shape[0]):
+            S1[c, j] += wi * x[j]
+        SD2[c] += wi * dmin
+        return -dmin * inv_two_s2
+    z = 0.0
+    for t in range(k):
+        z += np.exp(-(sel_d[t] - dmin) * inv_two_s2)
+    for t in range(k):
+        q = np.exp(-(sel_d[t] - dmin) * inv_two_s2) / z
+        wq = wi * q
+        if wq == 0.0:
+            continue
+        c = sel_c[t]
+        S0[c] += wq
+        for j in range(x.shape[0]):
+            S1[c, j] += wq * x[j]
+        SD2[c] += wq * sel_d[t]
+    return -dmin * inv_two_s2 + np.log(z)
+
+
+@njit(nogil=True, cache=True)
+def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
+    """E-step evaluating every cluster for every point (exact search).
+
+    Parameters
+    ----------
+    X : (n, D) float32 or float64
+        The chunk.
+    w : (n,) float64 or (0,) float64
+        Sample weights; an empty array means weight 1 for every row.
+    centres : (C, D) float64
+    sigma2 : float
+        Variance used for the responsibilities.
+    n_keep : int
+        C', clusters kept per point (1 = k-means, C = exact EM).
+    K : (n, C') int32 or (n, 0) int32, IN/OUT
+        Truncated sets, best first; replaced by the new sets. With zero columns
+        no state is kept (exact EM needs none).
+    S0, S1, SD2, scal : float64, IN/OUT
+        Statistics, see the module docstring.
+    """
+    n = X.shape[0]
+    C = centres.shape[0]
+    k = min(n_keep, C)
+    track = K.shape[1] > 0
+    inv_two_s2 = 0.5 / sigma2
+    d2 = np.empty(C)
+    sel_d = np.empty(k)
+    sel_c = np.empty(k, dtype=np.int64)
+    for i in range(n):
+        wi = w[i] if w.shape[0] > 0 else 1.0
+        x = X[i]
+        size = 0
+        for c in range(C):
+            d2[c] = sqdist(x, centres[c])
+        if k == C:
+            # exact EM: every cluster kept; sel ordered by distance only for dmin
+            best = 0
+            for c in range(C):
+                sel_c[c] = c
+                sel_d[c] = d2[c]
+                if d2[c] < d2[best]:
+                    best = c
+            sel_c[0], sel_c[best] = sel_c[best], sel_c[0]
+            sel_d[0], sel_d[best] = sel_d[best], sel_d[0]
+            size = C
+        else:
+            for c in range(C):
+                size = insert_sorted(sel_d, sel_c, size, k, d2[c], c)
+        scal[LSE] += wi * accumulate_point(x, wi, sel_c, sel_d, size, inv_two_s2, S0, S1, SD2)
+        scal[W] += wi
+        scal[QE] += wi * sel_d[0]
+        scal[NDIST] += C
+        if track:
+            if K[i, 0] != sel_c[0]:
+                scal[CHANGED] += 1.0
+            for t in range(k):
+                K[i, t] = sel_c[t]
+
+
+@njit(nogil=True, cache=True)
+def nearest_centre(X, centres, labels, mind2):
+    """Exact nearest centre of every row (for predict / transform).
+
+    labels : (n,) int32, OUT; mind2 : (n,) float64, OUT (squared distance).
+    """
+    C = centres.shape[0]
+    for i in range(X.shape[0]):
+        best = 0
+        bd = np.inf
+        for c in range(C):
+            d = sqdist(X[i], centres[c])
+            if d < bd:
+                bd = d
+                best = c
+        labels[i] = best
+        mind2[i] = bd
+
+
+@njit(nogil=True, cache=True)
+def all_distances(X, centres, out):
+    """out[i, c] = ||X[i] - centres[c]|| (Euclidean, for KMeans.transform). OUT: out."""
+    for i in range(X.shape[0]):
+        for c in range(centres.shape[0]):
+            out[i, c] = np.sqrt(sqdist(X[i], centres[c]))
+
+
+@njit(nogil=True, cache=True)
+def log_likelihood(X, centres, sigma2, out):
+    """Per-row log-likelihood of the isotropic equal-weight GMM (seed 000 Eq. 2). OUT: out.
+
+    log p(y) = -log C - (D/2) log(2 pi sigma^2) + log sum_c exp(-||y - mu_c||^2 / 2 sigma^2)
+    """
+    C, D = centres.shape
+    const = -np.log(C) - 0.5 * D * np.log(2.0 * np.pi * sigma2)
+    inv_two_s2 = 0.5 / sigma2
+    d2 = np.empty(C)
+    for i in range(X.shape[0]):
+        dmin = np.inf
+        for c in range(C):
+            d2[c] = sqdist(X[i], centres[c])
+            dmin = min(dmin, d2[c])
+        z = 0.0
+        for c in range(C):
+            z += np.exp(-(d2[c] - dmin) * inv_two_s2)
+        out[i] = const - dmin * inv_two_s2 + np.log(z)

@@ -1,0 +1,149 @@
+"""The seeding algorithms, written as sequences of passes over the engine.
+
+Each returns ``(centres, qe, W, n_distances)`` where qe = sum_n w_n d(y_n)^2 to
+the row's seed centre and W = sum_n w_n, and leaves ``seed_label`` on every chunk.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..kernels.estep import nearest_centre
+from ..kernels.rng import stream_key
+from ..kernels.seeding import afkmc2_chains, greedy_kmeanspp
+from .ops import (
+    AssignOp,
+    BernoulliOp,
+    DrawOp,
+    MapLabelsOp,
+    NearestUpdateOp,
+    PotentialsOp,
+    ProposalDrawOp,
+    ProposalMassOp,
+)
+
+
+def _n_trials(n_clusters: int) -> int:
+    """Candidates per greedy k-means++ step: 2 + log(C), as in scikit-learn."""
+    return 2 + int(math.log(n_clusters))
+
+
+def _draw_first(engine, seed: int) -> np.ndarray:
+    rows = engine.map_reduce(DrawOp(seed, 0, 1, engine.data.n_features))
+    return rows["X"][0]
+
+
+def _assign(engine, centres: np.ndarray, n_dist: int):
+    out = engine.map_reduce(AssignOp(centres))
+    return centres, out["qe"][0], out["W"][0], n_dist + int(out["n_dist"][0])
+
+
+def random_rows(engine, n_clusters: int, *, seed: int, **_):
+    """C distinct rows drawn without replacement in proportion to their weights."""
+    rows = engine.map_reduce(DrawOp(seed, 0, n_clusters, engine.data.n_features))
+    order = np.argsort(rows["key"], kind="stable")
+    return _assign(engine, rows["X"][order], 0)
+
+
+def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
+    """Greedy k-means++: per centre one pass to draw 2 + log C candidates in proportion
+    to w d^2 and one pass to evaluate the potential each would give."""
+    D = engine.data.n_features
+    centres = np.empty((n_clusters, D))
+    centres[0] = _draw_first(engine, seed)
+    n_dist = int(engine.map_reduce(NearestUpdateOp(centres[:1], 0, 0, reset=True))["n_dist"][0])
+    trials = _n_trials(n_clusters)
+    for k in range(1, n_clusters):
+        cands = engine.map_reduce(DrawOp(seed, k, trials, D, by_distance=True))["X"]
+        if len(cands) == 0:  # every row already coincides with a centre
+            cands = centres[k - 1 : k]
+        pots = engine.map_reduce(PotentialsOp(cands))
+        centres[k] = cands[int(np.argmin(pots["pot"]))]
+        upd = engine.map_reduce(NearestUpdateOp(centres[k : k + 1], k, 0))
+        n_dist += int(pots["n_dist"][0] + upd["n_dist"][0])
+    return _assign(engine, centres, n_dist)
+
+
+def kmeans_parallel(engine, n_clusters: int, *, seed: int, oversampling_factor: float = 2.0,
+                    init_rounds: int = 5, **_):
+    """k-means|| (Bahmani et al. 2012), weighted.
+
+    Round r keeps each row with probability min(1, l w d^2 / phi), l =
+    oversampling_factor * C, phi = sum w d^2, then lowers d^2 with the new
+    candidates. The candidates, weighted by the mass of the rows nearest to
+    them, are reduced to C centres by weighted greedy k-means++ on the driver;
+    each row's seed centre is its nearest candidate's nearest centre.
+    """
+    D = engine.data.n_features
+    cands = _draw_first(engine, seed)[None, :]
+    out = engine.map_reduce(NearestUpdateOp(cands, 0, 1, reset=True))
+    n_dist = int(out["n_dist"][0])
+    ell = oversampling_factor * n_clusters
+    for r in range(1, init_rounds + 1):
+        phi = out["phi"][0]
+        if phi <= 0:
+            break
+        new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D))["X"]
+        if len(new) == 0:
+            continue
+        out = engine.map_reduce(NearestUpdateOp(new, len(cands), len(cands) + len(new)))
+        cands = np.concatenate([cands, new])
+        n_dist += int(out["n_dist"][0])
+    mass = out["mass"]
+    if len(mass) < len(cands):  # no round added rows after the first pass
+        mass = np.pad(mass, (0, len(cands) - len(mass)))
+    centres, centre_of = _reduce_candidates(cands, mass, n_clusters, seed)
+    n_dist += len(cands) * n_clusters * (_n_trials(n_clusters) + 1)
+    if centres is None:  # fewer distinct candidates than clusters: exact assignment instead
+        return _assign(engine, _complete(engine, cands, n_clusters, seed), n_dist)
+    mapped = engine.map_reduce(MapLabelsOp(centre_of, centres))
+    return centres, mapped["qe"][0], mapped["W"][0], n_dist + int(mapped["n_dist"][0])
+
+
+def _reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed: int):
+    """Weighted greedy k-means++ on the candidates; also each candidate's nearest centre."""
+    keep = mass > 0
+    cands, mass = cands[keep], mass[keep]
+    if len(cands) < n_clusters:
+        return None, None
+    key = stream_key(seed, 21)
+    chosen = greedy_kmeanspp(np.ascontiguousarray(cands), mass, n_clusters, _n_trials(n_clusters), key)
+    centres = cands[chosen]
+    nearest = np.empty(len(cands), dtype=np.int32)
+    nearest_centre(np.ascontiguousarray(cands), centres, nearest, np.empty(len(cands)))
+    centre_of = np.zeros(len(keep), dtype=np.int32)
+    centre_of[np.flatnonzero(keep)] = nearest
+    return centres, centre_of
+
+
+def _complete(engine, cands: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
+    """Too few candidates (nearly all rows identical): top up with rows drawn by weight."""
+    extra = engine.map_reduce(DrawOp(seed, 99, n_clusters, engine.data.n_features))["X"]
+    return np.concatenate([cands, extra])[:n_clusters]
+
+
+def afkmc2(engine, n_clusters: int, *, seed: int, chain_length: int = 5, **_):
+    """AFK-MC2 (Bachem et al. 2016), weighted, in two passes plus chains on the driver.
+
+    Pass 1 computes d(y, c_1)^2 and the per-chunk masses of the proposal
+    q(y) = w d(y, c_1)^2 / (2 sum w d^2) + w / (2 sum w); the driver splits the
+    m (C - 1) draws among chunks (multinomial); pass 2 draws them in each chunk;
+    the chains (``afkmc2_chains``) then run on the driver over the draws.
+    """
+    D = engine.data.n_features
+    first = _draw_first(engine, seed)
+    mass = engine.map_reduce(ProposalMassOp(first, engine.data.n_chunks))
+    A, B = mass["A"].sum(), mass["B"].sum()
+    p = 0.5 * (mass["A"] / A if A > 0 else 0.0) + 0.5 * mass["B"] / B
+    n_draws = max(1, (n_clusters - 1) * chain_length)
+    rng = np.random.default_rng([seed, 31])
+    counts = rng.multinomial(n_draws, p / p.sum())
+    draws = engine.map_reduce(ProposalDrawOp(seed, counts, max(A, 1e-300), B, D))
+    order = rng.permutation(len(draws["row"]))
+    key = stream_key(seed, 32)
+    centres = afkmc2_chains(first, np.ascontiguousarray(draws["X"][order]), draws["w"][order],
+                            draws["key"][order], n_clusters, chain_length, key)
+    n_dist = engine.data.n_samples + n_draws * n_clusters // 2
+    return _assign(engine, centres, n_dist)

@@ -1,0 +1,279 @@
+"""Chunk operations shared by the seedings.
+
+Per-chunk state written here: ``mind2`` (squared distance to the nearest
+candidate / centre so far), ``label`` (its index, int32) and, at the end of
+every seeding, ``seed_label`` (the nearest seed centre, int32), from which the
+truncated E-steps start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.ops import Chunk, add_arrays
+from ..kernels.estep import nearest_centre
+from ..kernels.rng import stream_key
+from ..kernels.seeding import (
+    bernoulli_sample,
+    exponential_keys,
+    potentials,
+    update_nearest,
+    weighted_sum,
+)
+
+# Stream ids of the random streams drawn per chunk (keyed with seed, step, chunk).
+STREAM_DRAW, STREAM_BERNOULLI, STREAM_PROPOSAL = 11, 12, 13
+
+
+def chunk_weights(chunk: Chunk) -> np.ndarray:
+    """The chunk's weights, ones when unweighted."""
+    return chunk.w if chunk.w.shape[0] else np.ones(chunk.n_rows)
+
+
+def empty_rows(n_features: int, dtype=np.float64) -> dict[str, np.ndarray]:
+    """An empty set of sampled rows: global row ids, values, weights, sort keys."""
+    return {
+        "row": np.empty(0, dtype=np.int64),
+        "X": np.empty((0, n_features), dtype=dtype),
+        "w": np.empty(0),
+        "key": np.empty(0),
+    }
+
+
+def rows_of(chunk: Chunk, local: np.ndarray, keys: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    return {
+        "row": chunk.start + local.astype(np.int64),
+        "X": chunk.X[local].astype(np.float64),
+        "w": chunk_weights(chunk)[local].astype(np.float64),
+        "key": np.zeros(len(local)) if keys is None else keys,
+    }
+
+
+def merge_rows(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Concatenate sampled rows and sort by global row id: independent of the merge tree."""
+    merged = {name: np.concatenate([a[name], b[name]]) for name in a}
+    order = np.argsort(merged["row"], kind="stable")
+    return {name: value[order] for name, value in merged.items()}
+
+
+@dataclass
+class WeightTotalsOp:
+    """Total weight (row count when unweighted) of every chunk; the first pass of each seeding."""
+
+    n_chunks: int
+
+    def new_acc(self):
+        return {"W": np.zeros(self.n_chunks)}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        acc["W"][chunk.index] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
+
+    merge = staticmethod(add_arrays)
+
+
+@dataclass
+class DrawOp:
+    """Draw ``k`` rows without replacement with probability proportional to a mass.
+
+    mass = w (``by_distance=False``) or w * mind2 (``by_distance=True``).
+    Uses exponential keys, so the k smallest keys over all chunks are the
+    sample; each chunk sends at most k rows.
+    """
+
+    seed: int
+    step: int
+    k: int
+    n_features: int
+    by_distance: bool = False
+
+    def new_acc(self):
+        return empty_rows(self.n_features)
+
+    def run(self, chunk: Chunk, acc) -> None:
+        mass = chunk_weights(chunk)
+        if self.by_distance:
+            mass = mass * chunk.state["mind2"]
+        keys = exponential_keys(stream_key(self.seed, STREAM_DRAW, self.step, chunk.index), mass)
+        k = min(self.k, chunk.n_rows)
+        local = np.argpartition(keys, k - 1)[:k] if k < chunk.n_rows else np.arange(chunk.n_rows)
+        local = local[np.isfinite(keys[local])]
+        mine = rows_of(chunk, local, keys[local])
+        acc.update(self.merge(dict(acc), mine))
+
+    def merge(self, a, b):
+        merged = merge_rows(a, b)
+        if len(merged["key"]) > self.k:
+            keep = np.sort(np.argsort(merged["key"], kind="stable")[: self.k])
+            merged = {name: value[keep] for name, value in merged.items()}
+        return merged
+
+
+@dataclass
+class NearestUpdateOp:
+    """Lower ``mind2`` / ``label`` with new candidates numbered from ``offset``.
+
+    ``reset=True`` starts from +inf (first candidates). Returns phi = sum w mind2,
+    the weight of the rows nearest to each of the ``n_total`` candidates so far
+    (``mass``, for the k-means|| reduction; ``n_total=0`` skips it) and the
+    number of distances evaluated.
+    """
+
+    cands: np.ndarray
+    offset: int
+    n_total: int
+    reset: bool = False
+
+    def new_acc(self):
+        return {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        if self.reset or "mind2" not in chunk.state:
+            chunk.state["mind2"] = np.full(chunk.n_rows, np.inf)
+            chunk.state["label"] = np.zeros(chunk.n_rows, dtype=np.int32)
+        mind2, label = chunk.state["mind2"], chunk.state["label"]
+        acc["n_dist"][0] += update_nearest(chunk.X, self.cands, self.offset, mind2, label)
+        acc["phi"][0] += weighted_sum(chunk.w, mind2)
+        if self.n_total:
+            acc["mass"] += np.bincount(label, weights=chunk_weights(chunk), minlength=self.n_total)
+
+    merge = staticmethod(add_arrays)
+
+
+@dataclass
+class BernoulliOp:
+    """k-means|| oversampling: keep each row with probability min(1, scale * w * mind2)."""
+
+    seed: int
+    step: int
+    scale: float
+    n_features: int
+
+    def new_acc(self):
+        return empty_rows(self.n_features)
+
+    def run(self, chunk: Chunk, acc) -> None:
+        key = stream_key(self.seed, STREAM_BERNOULLI, self.step, chunk.index)
+        local = bernoulli_sample(key, chunk.w, chunk.state["mind2"], self.scale)
+        acc.update(merge_rows(dict(acc), rows_of(chunk, local)))
+
+    merge = staticmethod(merge_rows)
+
+
+@dataclass
+class PotentialsOp:
+    """sum_n w_n min(mind2_n, ||y_n - cand_j||^2) for each candidate j (greedy k-means++)."""
+
+    cands: np.ndarray
+
+    def new_acc(self):
+        return {"pot": np.zeros(len(self.cands)), "n_dist": np.zeros(1)}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        potentials(chunk.X, chunk.w, chunk.state["mind2"], self.cands, acc["pot"])
+        acc["n_dist"][0] += chunk.n_rows * len(self.cands)
+
+    merge = staticmethod(add_arrays)
+
+
+@dataclass
+class AssignOp:
+    """Exact nearest seed centre of every row -> state ``seed_label``; returns sum w d^2."""
+
+    centres: np.ndarray
+
+    def new_acc(self):
+        return {"qe": np.zeros(1), "W": np.zeros(1), "n_dist": np.zeros(1)}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        labels = np.empty(chunk.n_rows, dtype=np.int32)
+        d2 = np.empty(chunk.n_rows)
+        nearest_centre(chunk.X, self.centres, labels, d2)
+        chunk.state["seed_label"] = labels
+        _drop_seeding_state(chunk)
+        acc["qe"][0] += weighted_sum(chunk.w, d2)
+        acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
+        acc["n_dist"][0] += chunk.n_rows * len(self.centres)
+
+    merge = staticmethod(add_arrays)
+
+
+@dataclass
+class MapLabelsOp:
+    """seed_label = centre_of[label]: each row's nearest candidate's nearest centre (k-means||).
+
+    Returns sum w ||y - mu_seed_label||^2 (one distance per row).
+    """
+
+    centre_of: np.ndarray
+    centres: np.ndarray
+
+    def new_acc(self):
+        return {"qe": np.zeros(1), "W": np.zeros(1), "n_dist": np.zeros(1)}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        labels = self.centre_of[chunk.state["label"]].astype(np.int32)
+        diff = chunk.X - self.centres[labels]
+        d2 = np.einsum("nd,nd->n", diff, diff)
+        chunk.state["seed_label"] = labels
+        _drop_seeding_state(chunk)
+        acc["qe"][0] += weighted_sum(chunk.w, d2)
+        acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
+        acc["n_dist"][0] += chunk.n_rows
+
+    merge = staticmethod(add_arrays)
+
+
+def _drop_seeding_state(chunk: Chunk) -> None:
+    for name in ("mind2", "label", "afk_d2"):
+        chunk.state.pop(name, None)
+
+
+@dataclass
+class ProposalMassOp:
+    """AFK-MC2 proposal, first pass: d(y, c_1)^2 kept as state ``afk_d2``; per-chunk
+    sums of w d^2 (``A``) and of w (``B``)."""
+
+    first: np.ndarray
+    n_chunks: int
+
+    def new_acc(self):
+        return {"A": np.zeros(self.n_chunks), "B": np.zeros(self.n_chunks)}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        diff = chunk.X - self.first
+        d2 = np.einsum("nd,nd->n", diff, diff)
+        chunk.state["afk_d2"] = d2
+        acc["A"][chunk.index] += weighted_sum(chunk.w, d2)
+        acc["B"][chunk.index] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
+
+    merge = staticmethod(add_arrays)
+
+
+@dataclass
+class ProposalDrawOp:
+    """AFK-MC2 proposal, second pass: chunk k draws ``counts[k]`` rows i.i.d. from
+    q(y) = w d(y, c_1)^2 / (2 A) + w / (2 B); each row is returned with its q in ``key``."""
+
+    seed: int
+    counts: np.ndarray
+    A: float
+    B: float
+    n_features: int
+
+    def new_acc(self):
+        return empty_rows(self.n_features)
+
+    def run(self, chunk: Chunk, acc) -> None:
+        count = int(self.counts[chunk.index])
+        if count == 0:
+            return
+        w = chunk_weights(chunk)
+        q = 0.5 * w * chunk.state["afk_d2"] / self.A + 0.5 * w / self.B
+        cdf = np.cumsum(q)
+        rng = np.random.default_rng([self.seed, STREAM_PROPOSAL, chunk.index])
+        local = np.minimum(np.searchsorted(cdf, rng.random(count) * cdf[-1], side="right"), chunk.n_rows - 1)
+        acc.update(merge_rows(dict(acc), rows_of(chunk, local, q[local])))
+
+    merge = staticmethod(merge_rows)
