@@ -129,6 +129,7 @@ def as_chunked_data(
             f"{what} must be 2-D (samples x features); got a {dask_x.ndim}-D array of shape {dask_x.shape}"
         )
     n_samples, n_features = (int(s) for s in dask_x.shape)
+    dtype = data_dtype(dask_x.dtype)
     if n_features == 0:
         raise InvalidDataError(f"{what} has 0 features (shape {dask_x.shape}); need at least one")
     if n_samples < max(1, min_samples):
@@ -136,7 +137,6 @@ def as_chunked_data(
             f"{what} has {n_samples} samples, fewer than the {min_samples} required "
             f"(n_samples must be at least the number of clusters)"
         )
-    dtype = data_dtype(dask_x.dtype)
 
     rows = _choose_chunk_rows(dask_x, src_array, kind, chunk_rows, dtype)
     if isinstance(rows, int):

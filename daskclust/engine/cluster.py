@@ -60,7 +60,7 @@ def connect(
         return
     cluster = start_local_cluster(**(cluster_kwargs or {}))
     try:
-        with Client(cluster) as own:
+        with Client(cluster, set_as_default=False) as own:
             if announce is not None:
                 n = len(cluster.workers)
                 announce(f"started a LocalCluster with {n} worker(s); dashboard: {own.dashboard_link}")

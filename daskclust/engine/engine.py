@@ -85,11 +85,20 @@ class Engine:
 
     # ---------------------------------------------------------------- set-up
     def __enter__(self) -> Engine:
-        self.start()
+        self._current = self.client.as_current()  # Dask helpers and actor handles use this client
+        self._current.__enter__()
+        try:
+            self.start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        try:
+            self.close()
+        finally:
+            self._current.__exit__(None, None, None)
 
     def start(self) -> None:
         data, client = self.data, self.client

@@ -146,7 +146,7 @@ class Shard:
             bad = first_invalid_weight(w)
             if bad >= 0:
                 raise InvalidDataError(
-                    f"sample_weight[{slot.start + bad}] = {w[bad]!r} (chunk {slot.index}) is negative or "
+                    f"sample_weight[{slot.start + bad}] = {float(w[bad])!r} (chunk {slot.index}) is negative or "
                     "not finite; weights must be finite and non-negative"
                 )
 

@@ -2,7 +2,7 @@
 
 numpy in -> numpy out (computed here, row blocks on a thread pool, the kernels
 release the GIL); dask / zarr / xarray in -> a lazy dask array; ``output=`` a
-path -> written to zarr chunk by chunk, atomically for local paths.
+path -> written to zarr chunk by chunk, never leaving partial output.
 """
 
 from __future__ import annotations
@@ -38,12 +38,11 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
     data = as_chunked_data(X, storage_options=storage_options)
     if data.n_features != n_features:
         raise InvalidDataError(f"X has {data.n_features} features, the model was fitted on {n_features}")
-    if output is None and not data.lazy:
+    if output is not None:
+        return write_rows(data, block_fn, width, dtype, output, storage_options)
+    if not data.lazy:
         return _apply_numpy(data, block_fn, width, dtype)
-    lazy = _apply_lazy(data, block_fn, width, dtype)
-    if output is None:
-        return lazy
-    return write_zarr(lazy, output, storage_options)
+    return _apply_lazy(data, block_fn, width, dtype)
 
 
 def _apply_numpy(data: ChunkedData, block_fn, width, dtype) -> np.ndarray:
@@ -73,25 +72,54 @@ def _apply_lazy(data: ChunkedData, block_fn, width, dtype) -> da.Array:
     return data.X.map_blocks(on_block, dtype=dtype, chunks=(data.X.chunks[0], (width,)))
 
 
-def write_zarr(arr: da.Array, output, storage_options: dict | None = None) -> zarr.Array:
-    """Write a dask array to a zarr store chunk by chunk; local paths are replaced atomically.
+def write_rows(data: ChunkedData, block_fn, width, dtype, output, storage_options: dict | None = None) -> zarr.Array:
+    """Apply ``block_fn`` to every chunk and write the result to zarr, chunk by chunk.
 
-    The store is written beside its target and renamed into place only when
-    every chunk is written, so a failure leaves no partial output.
+    Every task writes its own rows and reports the first non-finite row it
+    met instead of raising, so all tasks finish before the outcome is known:
+    on bad input the whole store is removed and the error raised, and local
+    stores are written beside the target and renamed into place only when
+    complete. Either way, no partial output is left.
     """
+    X = data.X
+    rows = int(max(X.chunks[0]))
+    if len(set(X.chunks[0][:-1])) > 1 or X.chunks[0][-1] > rows:
+        X = X.rechunk({0: rows})
+    shape = (data.n_samples,) if width is None else (data.n_samples, width)
     url = os.fspath(output)
     local = "://" not in url
-    target = url
-    if local:
-        target = f"{url.rstrip('/')}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        da.to_zarr(arr, target, storage_options=storage_options, mode="w", zarr_format=3)
-    except BaseException:
-        if local:
-            shutil.rmtree(target, ignore_errors=True)
-        raise
+    target = f"{url.rstrip('/')}.tmp-{uuid.uuid4().hex[:8]}" if local else url
+    options = None if local else storage_options
+    store = zarr.create_array(target, shape=shape, chunks=(rows,) + shape[1:], dtype=dtype, overwrite=True,
+                              storage_options=options)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
+
+    def write_block(block, block_info=None):
+        index = block_info[0]["chunk-location"][0]
+        start = int(starts[index])
+        block = np.ascontiguousarray(block)
+        bad = first_nonfinite_row(block)
+        if bad < 0:
+            store[start:start + block.shape[0]] = block_fn(block)
+        return np.array([start + bad if bad >= 0 else -1], dtype=np.int64)
+
+    status = X.map_blocks(write_block, dtype=np.int64, drop_axis=1, chunks=((1,) * X.numblocks[0],)).compute()
+    bad_rows = status[status >= 0]
+    if len(bad_rows):
+        _remove(target, options)
+        raise InvalidDataError(f"X contains NaN or inf in row {int(bad_rows.min())}; cannot assign it to a cluster")
     if local:
         if os.path.exists(url):
             shutil.rmtree(url)
         os.replace(target, url)
-    return zarr.open_array(url, mode="r", storage_options=storage_options if not local else None)
+    return zarr.open_array(url, mode="r", storage_options=options)
+
+
+def _remove(url: str, storage_options: dict | None) -> None:
+    if "://" not in url:
+        shutil.rmtree(url, ignore_errors=True)
+        return
+    from fsspec.core import url_to_fs
+
+    fs, path = url_to_fs(url, **(storage_options or {}))
+    fs.rm(path, recursive=True)

@@ -1,0 +1,57 @@
+"""Shared fixtures: Dask clusters (started once per session) and small data sets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from daskclust.datasets import birch_grid_centres
+
+
+def _cluster(**kwargs):
+    options = dict(dashboard_address=":0", threads_per_worker=1, processes=True, memory_limit="2GiB")
+    options.update(kwargs)
+    return LocalCluster(**options)
+
+
+@pytest.fixture(scope="session")
+def client():
+    """Two single-threaded worker processes: the usual test cluster."""
+    with _cluster(n_workers=2) as cluster, Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def client_one_worker():
+    """One worker process with two threads."""
+    with _cluster(n_workers=1, threads_per_worker=2) as cluster, Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def client_threads():
+    """Workers as threads of this process (processes=False), three of them."""
+    with _cluster(n_workers=3, processes=False) as cluster, Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+def birch(n_clusters: int, points: int = 100, seed: int = 0, dtype=np.float64):
+    """In-memory BIRCH grid data (rows shuffled) and its true centres."""
+    centres = birch_grid_centres(n_clusters)
+    rng = np.random.default_rng(seed)
+    labels = rng.permutation(np.repeat(np.arange(n_clusters), points))
+    X = centres[labels] + rng.standard_normal((len(labels), 2))
+    return X.astype(dtype), centres
+
+
+def blobs(n_samples: int, n_features: int, n_clusters: int, seed: int = 0, spread: float = 8.0):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(0, spread * n_clusters ** (1 / n_features), (n_clusters, n_features))
+    X = centres[rng.integers(0, n_clusters, n_samples)] + rng.standard_normal((n_samples, n_features))
+    return X, centres
+
+
+@pytest.fixture(scope="session")
+def birch100():
+    return birch(100, points=60, seed=3)

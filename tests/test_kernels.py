@@ -1,0 +1,167 @@
+"""Kernels against slow references, on plain numpy (no Dask)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daskclust.kernels.estep import (
+    CHANGED,
+    LSE,
+    NDIST,
+    N_SCALARS,
+    QE,
+    W,
+    all_distances,
+    estep_full,
+    insert_sorted,
+    log_likelihood,
+    nearest_centre,
+)
+from daskclust.kernels.rng import stream_key, uniform
+from daskclust.kernels.seeding import (
+    afkmc2_chains,
+    bernoulli_sample,
+    exponential_keys,
+    greedy_kmeanspp,
+    potentials,
+    update_nearest,
+)
+from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
+
+from reference import sq_distances, truncated_estep
+
+
+def run_estep(X, w, centres, sigma2, n_keep, K=None):
+    C, D = centres.shape
+    S0, S1, SD2, scal = np.zeros(C), np.zeros((C, D)), np.zeros(C), np.zeros(N_SCALARS)
+    if K is None:
+        K = np.full((len(X), n_keep), -1, dtype=np.int32)
+    estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal)
+    return S0, S1, SD2, scal, K
+
+
+@pytest.mark.parametrize("n_keep", [1, 3, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_estep_matches_dense_reference(n_keep, dtype, weighted):
+    rng = np.random.default_rng(n_keep)
+    X = rng.standard_normal((300, 4)).astype(dtype)
+    centres = rng.standard_normal((7, 4))
+    w = rng.uniform(0, 2, 300) if weighted else np.ones(300)
+    S0, S1, SD2, scal, K = run_estep(X, w if weighted else np.empty(0), centres, 0.7, n_keep)
+    ref = truncated_estep(X.astype(np.float64), w, centres, 0.7, n_keep)
+    rtol = 1e-10 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(S0, ref["S0"], rtol=rtol)
+    np.testing.assert_allclose(S1, ref["S1"], rtol=rtol, atol=1e-9)
+    np.testing.assert_allclose(SD2, ref["SD2"], rtol=rtol)
+    np.testing.assert_allclose([scal[W], scal[LSE], scal[QE]], [ref["W"], ref["LSE"], ref["QE"]], rtol=rtol)
+    assert scal[NDIST] == 300 * 7
+    if n_keep < 7:  # the exact EM branch only guarantees the best cluster first
+        np.testing.assert_array_equal(K, ref["K"])
+    np.testing.assert_array_equal(K[:, 0], ref["labels"])
+    assert scal[CHANGED] == 300  # every row started at -1
+
+
+def test_estep_counts_changed_assignments():
+    X = np.array([[0.0], [10.0]])
+    centres = np.array([[0.0], [10.0]])
+    K = np.array([[0], [0]], dtype=np.int32)
+    *_, scal, K = run_estep(X, np.empty(0), centres, 1.0, 1, K)
+    assert scal[CHANGED] == 1
+    np.testing.assert_array_equal(K[:, 0], [0, 1])
+
+
+def test_insert_sorted_keeps_k_smallest_in_order():
+    rng = np.random.default_rng(0)
+    d = rng.random(50)
+    top_d, top_c = np.empty(5), np.empty(5, dtype=np.int64)
+    size = 0
+    for c, value in enumerate(d):
+        size = insert_sorted(top_d, top_c, size, 5, value, c)
+    np.testing.assert_array_equal(top_c, np.argsort(d)[:5])
+    np.testing.assert_array_equal(top_d, np.sort(d)[:5])
+
+
+def test_nearest_distances_and_loglik():
+    rng = np.random.default_rng(1)
+    X, centres = rng.standard_normal((100, 3)), rng.standard_normal((9, 3))
+    labels, d2 = np.empty(100, dtype=np.int32), np.empty(100)
+    nearest_centre(X, centres, labels, d2)
+    ref = sq_distances(X, centres)
+    np.testing.assert_array_equal(labels, ref.argmin(1))
+    np.testing.assert_allclose(d2, ref.min(1))
+    out = np.empty((100, 9))
+    all_distances(X, centres, out)
+    np.testing.assert_allclose(out, np.sqrt(ref))
+    ll = np.empty(100)
+    log_likelihood(X, centres, 0.5, ll)
+    dens = np.exp(-ref / (2 * 0.5)).mean(1) * (2 * np.pi * 0.5) ** -1.5
+    np.testing.assert_allclose(ll, np.log(dens))
+
+
+def test_validation_kernels_find_first_bad_row():
+    X = np.zeros((5, 2))
+    assert first_nonfinite_row(X) == -1
+    X[3, 1] = np.nan
+    X[4, 0] = np.inf
+    assert first_nonfinite_row(X) == 3
+    assert first_invalid_weight(np.array([1.0, 0.0, 2.0])) == -1
+    assert first_invalid_weight(np.array([1.0, -0.5, np.nan])) == 1
+    assert first_invalid_weight(np.array([1.0, np.inf])) == 1
+
+
+def test_counter_rng_is_uniform_and_keyed():
+    key = stream_key(7, 1, 2, 3)
+    u = np.array([uniform(key, i) for i in range(20000)])
+    assert 0.0 <= u.min() and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 0.01
+    assert np.histogram(u, bins=10, range=(0, 1))[0].min() > 1800
+    assert stream_key(7, 1, 2, 3) == key and stream_key(7, 1, 2, 4) != key
+    assert uniform(key, 5) == u[5]
+
+
+def test_update_nearest_and_potentials():
+    rng = np.random.default_rng(2)
+    X, cands = rng.standard_normal((50, 2)), rng.standard_normal((4, 2))
+    mind2, label = np.full(50, np.inf), np.zeros(50, dtype=np.int32)
+    update_nearest(X, cands[:2], 0, mind2, label)
+    update_nearest(X, cands[2:], 2, mind2, label)
+    ref = sq_distances(X, cands)
+    np.testing.assert_allclose(mind2, ref.min(1))
+    np.testing.assert_array_equal(label, ref.argmin(1))
+    new = rng.standard_normal((3, 2))
+    pot = np.zeros(3)
+    w = rng.uniform(size=50)
+    potentials(X, w, mind2, new, pot)
+    expect = [(w * np.minimum(mind2, sq_distances(X, new[j : j + 1])[:, 0])).sum() for j in range(3)]
+    np.testing.assert_allclose(pot, expect)
+
+
+def test_sampling_kernels_respect_mass():
+    mass = np.array([0.0, 1.0, 3.0])
+    keys = np.array([exponential_keys(stream_key(1, i), mass) for i in range(4000)])
+    assert np.isinf(keys[:, 0]).all()
+    first = keys.argmin(1)
+    assert abs((first == 2).mean() - 0.75) < 0.03
+    kept = bernoulli_sample(stream_key(3), np.empty(0), np.array([0.0, 0.5, 10.0] * 2000), 1.0)
+    rows = kept % 3
+    assert (rows != 0).all()
+    assert abs((rows == 1).sum() / 2000 - 0.5) < 0.05 and (rows == 2).sum() == 2000
+
+
+def test_greedy_kmeanspp_finds_separated_groups():
+    rng = np.random.default_rng(4)
+    centres = np.arange(8)[:, None] * np.array([[100.0, 0.0]])
+    P = np.repeat(centres, 20, axis=0) + rng.standard_normal((160, 2))
+    chosen = greedy_kmeanspp(P, np.ones(160), 8, 4, stream_key(1))
+    assert len(set((chosen // 20).tolist())) == 8
+
+
+def test_afkmc2_chains_with_long_chains_cover_groups():
+    rng = np.random.default_rng(5)
+    groups = np.arange(6)[:, None] * np.array([[50.0, 0.0]])
+    cands = groups[rng.integers(0, 6, 5 * 200)] + rng.standard_normal((1000, 2))
+    q = np.full(1000, 1e-3)
+    out = afkmc2_chains(groups[0] + 0.1, cands, np.ones(1000), q, 6, 200, stream_key(2))
+    assert len(set(np.round(out[:, 0] / 50).astype(int).tolist())) == 6

@@ -1,0 +1,88 @@
+"""Properties that must hold whatever the data: monotone free energy, independence of the cluster layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+
+import daskclust
+from conftest import birch, blobs
+
+MODELS = {
+    "kmeans": lambda C, **kw: daskclust.KMeans(C, **kw),
+    "gmm-exact": lambda C, **kw: daskclust.GaussianMixture(C, **kw),
+    "gmm-truncated": lambda C, **kw: daskclust.GaussianMixture(C, n_truncated=3, **kw),
+}
+
+
+def assert_non_decreasing(values, rtol=1e-9):
+    values = np.asarray(values)
+    drops = values[:-1] - values[1:]
+    allowed = rtol * np.abs(values[:-1])
+    assert (drops <= allowed).all(), f"free energy decreased by {drops.max()} at step {int(drops.argmax())}"
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("data", ["birch", "blobs"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_free_energy_never_decreases(client, model, data, weighted):
+    X, _ = birch(36, points=50, seed=7) if data == "birch" else blobs(1500, 8, 12, seed=7)
+    C = 36 if data == "birch" else 12
+    w = np.random.default_rng(1).uniform(0.2, 3.0, len(X)) if weighted else None
+    fitted = MODELS[model](C, init="random", random_state=3, tol=0, max_iter=25).fit(X, sample_weight=w,
+                                                                                      client=client)
+    assert len(fitted.history_) > 3
+    assert_non_decreasing([row["free_energy"] for row in fitted.history_])
+
+
+def fit_on(client, X, **kw):
+    return daskclust.KMeans(30, random_state=11, tol=0, max_iter=15, **kw).fit(X, client=client)
+
+
+def assert_same_model(a, b, rtol=1e-12):
+    np.testing.assert_allclose(a.centres_, b.centres_, rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(a.sigma2_, b.sigma2_, rtol=rtol)
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_allclose([r["free_energy"] for r in a.history_], [r["free_energy"] for r in b.history_],
+                               rtol=rtol)
+
+
+@pytest.mark.parametrize("init", ["k-means||", "afkmc2", "random", "k-means++"])
+def test_same_model_on_one_two_workers_and_threads(client, client_one_worker, client_threads, init):
+    X, _ = birch(36, points=60, seed=8)
+    models = [daskclust.GaussianMixture(30, n_truncated=2, init=init, random_state=5, tol=0, max_iter=10,
+                                        chunk_rows=150).fit(X, client=c)
+              for c in (client, client_one_worker, client_threads)]
+    assert_same_model(models[0], models[1])
+    assert_same_model(models[0], models[2])
+
+
+def test_streaming_equals_persisted(client, tmp_path):
+    X, _ = birch(36, points=60, seed=9)
+    store = str(tmp_path / "X.zarr")
+    z = zarr.create_array(store, shape=X.shape, chunks=(200, 2), dtype=X.dtype)
+    z[:] = X
+    persisted = fit_on(client, store)
+    streamed = fit_on(client, store, memory_budget=1)  # 1 byte: nothing fits, every pass reads zarr
+    assert_same_model(persisted, streamed)
+
+
+def test_weights_equal_repeated_rows(client):
+    X, _ = birch(16, points=40, seed=10)
+    counts = np.random.default_rng(2).integers(1, 4, len(X))
+    init = X[:16]
+    weighted = daskclust.KMeans(16, init=init, tol=0).fit(X, sample_weight=counts.astype(float), client=client)
+    repeated = daskclust.KMeans(16, init=init, tol=0).fit(np.repeat(X, counts, axis=0), client=client)
+    np.testing.assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_, rtol=1e-10)
+    np.testing.assert_allclose(weighted.inertia_, repeated.inertia_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("init", ["k-means||", "afkmc2", "random", "k-means++"])
+def test_zero_weight_rows_are_never_seeds(client, init):
+    X, _ = birch(9, points=30, seed=12)
+    far = np.full((40, 2), 1e4)
+    w = np.concatenate([np.ones(len(X)), np.zeros(40)])
+    model = daskclust.KMeans(9, init=init, random_state=1, max_iter=0).fit(np.vstack([X, far]), sample_weight=w,
+                                                                           client=client)
+    assert (np.abs(model.cluster_centers_) < 1e3).all()
