@@ -136,3 +136,15 @@ def test_cli_round_trip(tmp_path, capsys, client):
     assert main(["fit", str(tmp_path / "b.zarr"), "--clusters", "5", "--algorithm", "gmm", "--output",
                  str(tmp_path / "g.zarr"), "--quiet", "--scheduler", client.scheduler.address]) == 0
     assert type(daskclust.load(tmp_path / "g.zarr")) is daskclust.GaussianMixture
+
+
+def test_fsspec_url_input(client_threads):
+    """An fsspec URL (here memory://, shared by the in-process workers of this cluster)."""
+    X, _ = birch(9, points=40, seed=6)
+    url = "memory://daskclust-test/fsspec.zarr"
+    group = zarr.open_group(url, mode="w")
+    group.create_array("X", shape=X.shape, chunks=(60, 2), dtype=X.dtype)[:] = X
+    from_url = daskclust.KMeans(9, init=X[:9], tol=0).fit(url, client=client_threads)
+    from_numpy = daskclust.KMeans(9, init=X[:9], tol=0).fit(X, client=client_threads)
+    np.testing.assert_allclose(from_url.cluster_centers_, from_numpy.cluster_centers_, rtol=1e-12)
+    assert isinstance(from_url.predict(url), da.Array)

@@ -1,7 +1,109 @@
-"""Runs benchmark suites, prints a table, appends JSON lines and refreshes docs/benchmarks.md."""
+"""Runs benchmark suites, prints their tables, appends JSON lines and refreshes docs/benchmarks.md.
+
+Each suite is a function ``suite(client) -> Table``; tables are written
+between ``<!-- bench:NAME -->`` markers in docs/benchmarks.md, under a header
+describing the machine and the library versions of the run.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import re
+import time
+from dataclasses import dataclass, field
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
-def run(suites, output) -> int:
-    raise SystemExit("no benchmark suites yet")
+SUITES = {
+    "overhead": "daskclust.bench.overhead",
+    "seeding": "daskclust.bench.seeding",
+}
+"""Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
+
+
+@dataclass
+class Table:
+    """A suite's results: a title, column names, rows (lists) and notes printed under the table."""
+
+    title: str
+    columns: list[str]
+    rows: list[list] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        lines = [f"| {' | '.join(self.columns)} |", f"|{'|'.join('---' for _ in self.columns)}|"]
+        lines += [f"| {' | '.join(_fmt(v) for v in row)} |" for row in self.rows]
+        return "\n".join(lines + [""] + [f"- {note}" for note in self.notes])
+
+    def records(self) -> list[dict]:
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|")
+
+
+def machine() -> dict:
+    import psutil
+
+    from .. import __version__
+
+    libs = {"daskclust": __version__}
+    for name in ("dask", "distributed", "numpy", "numba", "zarr", "scikit-learn", "faiss-cpu"):
+        try:
+            libs[name] = version(name)
+        except PackageNotFoundError:
+            libs[name] = "not installed"
+    return {
+        "cpu_count": os.cpu_count(),
+        "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "libraries": libs,
+    }
+
+
+def run(suites: list[str] | None, output: str, docs: str | Path | None = None) -> int:
+    """Run the named suites (default: all), print, append JSON lines to ``output``, refresh the docs."""
+    from ..engine.cluster import start_local_cluster
+    from distributed import Client
+
+    names = suites or list(SUITES)
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise SystemExit(f"unknown suite(s) {unknown}; valid: {', '.join(SUITES)}")
+    info = machine()
+    docs_path = Path(docs) if docs else Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+    for name in names:
+        module = import_module(SUITES[name])
+        t0 = time.perf_counter()
+        with start_local_cluster(**getattr(module, "CLUSTER", {})) as cluster, Client(cluster) as client:
+            table = module.run(client)
+        seconds = time.perf_counter() - t0
+        print(f"\n## {table.title}  ({seconds:.0f} s)\n")
+        print(table.markdown())
+        with open(output, "a") as fh:
+            for record in table.records():
+                fh.write(json.dumps({"suite": name, "time": time.time(), "machine": info, **record}) + "\n")
+        if docs_path.parent.is_dir():
+            update_docs(docs_path, name, table, module.COMMAND, info)
+    return 0
+
+
+def update_docs(path: Path, name: str, table: Table, command: str, info: dict) -> None:
+    """Replace the section of suite ``name`` in the benchmarks page (appending it if new)."""
+    libs = ", ".join(f"{k} {v}" for k, v in info["libraries"].items())
+    section = (
+        f"<!-- bench:{name} -->\n### {table.title}\n\n"
+        f"Command: `{command}` — {time.strftime('%Y-%m-%d')}, {info['cpu_count']} cores, {info['ram_gib']} GiB RAM, "
+        f"Python {info['python']}; {libs}.\n\n{table.markdown()}\n<!-- /bench:{name} -->"
+    )
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    path.write_text(text)

@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--algorithm", choices=ALGORITHMS, default="kmeans")
     fit.add_argument("--init", default="k-means||")
     fit.add_argument("--max-iter", type=int, default=None)
-    fit.add_argument("--tol", type=float, default=1e-4)
+    fit.add_argument("--tol", type=float, default=1e-5)
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--chunk-rows", type=int, default=None)
     fit.add_argument("--memory-budget", type=int, default=None, help="bytes of cluster memory for the data")

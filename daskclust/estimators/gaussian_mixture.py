@@ -50,7 +50,7 @@ class GaussianMixture(TruncatedEMEstimator):
     }
 
     def __init__(self, n_components=1, *, n_truncated=None, reg_covar=1e-6, init="k-means||", max_iter=100,
-                 tol=1e-4, random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5,
+                 tol=1e-5, random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5,
                  chunk_rows=None, memory_budget=None, scheduler_address=None, verbose=0, callback=None):
         self.n_components = n_components
         self.n_truncated = n_truncated

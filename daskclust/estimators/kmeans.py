@@ -27,7 +27,7 @@ class KMeans(TruncatedEMEstimator):
         Seeding (see :mod:`daskclust.seeding`).
     max_iter : int, default=300
         Most M-steps.
-    tol : float, default=1e-4
+    tol : float, default=1e-5
         Stop when the free energy changes by at most ``tol`` relatively, or when
         no assignment changes.
     random_state : int or None, default=None
@@ -67,7 +67,7 @@ class KMeans(TruncatedEMEstimator):
     _kmeans = True
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
 
-    def __init__(self, n_clusters=8, *, init="k-means||", max_iter=300, tol=1e-4, random_state=None,
+    def __init__(self, n_clusters=8, *, init="k-means||", max_iter=300, tol=1e-5, random_state=None,
                  oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None, memory_budget=None,
                  scheduler_address=None, verbose=0, callback=None):
         self.n_clusters = n_clusters
