@@ -39,7 +39,8 @@ def test_fit_returns_self_with_fitted_attributes(fitted):
     model, X = fitted
     assert model.cluster_centers_.shape == (25, 2)
     assert model.n_features_in_ == 2 and model.n_iter_ >= 1
-    assert model.history_[0]["iteration"] == 0 and len(model.history_) == model.n_iter_ + 1
+    assert model.history_[0]["iteration"] == 0
+    assert len(model.history_) == model.n_init_esteps + model.n_iter_ + 1
     assert set(model.history_[0]) == {"iteration", "free_energy", "quantization_error", "sigma2", "n_distances",
                                       "distance_speedup", "n_changed", "seconds"}
     assert model.inertia_ == pytest.approx(-model.score(X))
@@ -144,7 +145,8 @@ def test_fsspec_url_input(client_threads):
     url = "memory://daskclust-test/fsspec.zarr"
     group = zarr.open_group(url, mode="w")
     group.create_array("X", shape=X.shape, chunks=(60, 2), dtype=X.dtype)[:] = X
-    from_url = daskclust.KMeans(9, init=X[:9], tol=0).fit(url, client=client_threads)
-    from_numpy = daskclust.KMeans(9, init=X[:9], tol=0).fit(X, client=client_threads)
+    model = daskclust.KMeans(9, search="full", init=X[:9], tol=0)
+    from_url = clone(model).fit(url, client=client_threads)
+    from_numpy = clone(model).fit(X, client=client_threads)
     np.testing.assert_allclose(from_url.cluster_centers_, from_numpy.cluster_centers_, rtol=1e-12)
     assert isinstance(from_url.predict(url), da.Array)

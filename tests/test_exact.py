@@ -31,7 +31,7 @@ def as_input(kind, X, tmp_path):
 def test_kmeans_full_search_equals_sklearn_lloyd(client, tmp_path, kind):
     X, _ = birch(49, points=80, seed=1)
     init = X[np.random.default_rng(0).choice(len(X), 49, replace=False)]
-    ours = daskclust.KMeans(49, init=init, tol=0, max_iter=300).fit(as_input(kind, X, tmp_path), client=client)
+    ours = daskclust.KMeans(49, search="full", init=init, tol=0, max_iter=300, n_init_esteps=0).fit(as_input(kind, X, tmp_path), client=client)
     ref = SKKMeans(49, init=init, n_init=1, tol=0, max_iter=300, algorithm="lloyd").fit(X)
     np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(ours.inertia_, ref.inertia_, rtol=1e-6)
@@ -42,7 +42,7 @@ def test_kmeans_full_search_equals_sklearn_lloyd(client, tmp_path, kind):
 def test_kmeans_fixed_iterations_equal_sklearn(client, n_iter):
     X, _ = birch(25, points=100, seed=2)
     init = X[:25]
-    ours = daskclust.KMeans(25, init=init, tol=0, max_iter=n_iter).fit(X, client=client)
+    ours = daskclust.KMeans(25, search="full", init=init, tol=0, max_iter=n_iter, n_init_esteps=0).fit(X, client=client)
     ref = SKKMeans(25, init=init, n_init=1, tol=0, max_iter=n_iter, algorithm="lloyd").fit(X)
     np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(ours.inertia_, ref.inertia_, rtol=1e-6)
@@ -52,7 +52,8 @@ def test_gmm_exact_em_equals_numpy_reference_iteration_by_iteration(client):
     X, _ = birch(16, points=50, seed=4)
     init = X[:16] + 0.5
     n_iter = 12
-    model = daskclust.GaussianMixture(16, init=init, tol=0, max_iter=n_iter, reg_covar=0.0).fit(X, client=client)
+    model = daskclust.GaussianMixture(16, n_truncated=None, init=init, tol=0, max_iter=n_iter, reg_covar=0.0,
+                                      n_init_esteps=0).fit(X, client=client)
     rows, mu = gmm_em(X, init, n_iter)
     assert len(model.history_) == n_iter + 1
     for row, (F, sigma2, qe) in zip(model.history_, rows):
@@ -65,7 +66,8 @@ def test_gmm_exact_em_equals_numpy_reference_iteration_by_iteration(client):
 def test_gmm_reg_covar_is_added_to_the_variance(client):
     X, _ = birch(9, points=40, seed=5)
     init = X[:9]
-    model = daskclust.GaussianMixture(9, init=init, tol=0, max_iter=3, reg_covar=0.25).fit(X, client=client)
+    model = daskclust.GaussianMixture(9, n_truncated=None, init=init, tol=0, max_iter=3, reg_covar=0.25,
+                                      n_init_esteps=0).fit(X, client=client)
     rows, mu = gmm_em(X, init, 3, reg=0.25)
     np.testing.assert_allclose([r["sigma2"] for r in model.history_], [r[1] for r in rows], rtol=1e-8)
     np.testing.assert_allclose(model.means_, mu, rtol=1e-8)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import zarr
+from sklearn.base import clone
 
 import daskclust
 from conftest import birch, blobs
@@ -72,8 +73,9 @@ def test_weights_equal_repeated_rows(client):
     X, _ = birch(16, points=40, seed=10)
     counts = np.random.default_rng(2).integers(1, 4, len(X))
     init = X[:16]
-    weighted = daskclust.KMeans(16, init=init, tol=0).fit(X, sample_weight=counts.astype(float), client=client)
-    repeated = daskclust.KMeans(16, init=init, tol=0).fit(np.repeat(X, counts, axis=0), client=client)
+    model = daskclust.KMeans(16, search="full", init=init, tol=0)
+    weighted = clone(model).fit(X, sample_weight=counts.astype(float), client=client)
+    repeated = clone(model).fit(np.repeat(X, counts, axis=0), client=client)
     np.testing.assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_, rtol=1e-10)
     np.testing.assert_allclose(weighted.inertia_, repeated.inertia_, rtol=1e-10)
 

@@ -6,8 +6,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.ops import Chunk, add_arrays
+from ..engine.ops import Chunk
 from ..kernels.estep import N_SCALARS, estep_full
+from ..kernels.rng import stream_key
+from ..kernels.search import NEIGHBOURHOOD, SAMPLED, estep_truncated
+from ..search import SearchPayload
+
+STREAM_ESTEP = 41
+_NO_TABLE = np.zeros((0, 0))
+_NO_NEIGHBOURS = np.zeros((0, 0), dtype=np.int32)
+_NO_ROWS = (np.zeros((0, 0), dtype=np.int32), np.zeros((0, 0)), np.zeros(0, dtype=np.int32))
 
 
 def new_stats(n_clusters: int, n_features: int) -> dict[str, np.ndarray]:
@@ -20,13 +28,26 @@ def new_stats(n_clusters: int, n_features: int) -> dict[str, np.ndarray]:
     }
 
 
-def initial_sets(chunk: Chunk, n_keep: int) -> np.ndarray:
-    """K(n) before the first E-step: the seeding's nearest centre first, -1 (unknown) elsewhere."""
-    K = np.full((chunk.n_rows, n_keep), -1, dtype=np.int32)
+def merge_pairs(a: tuple, b: tuple) -> tuple:
+    """Sum two sets of pair statistics (keys, sums, weights), keys unique and ascending."""
+    if len(a[0]) == 0:
+        return b
+    if len(b[0]) == 0:
+        return a
+    keys = np.concatenate([a[0], b[0]])
+    unique, inverse = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inverse, weights=np.concatenate([a[1], b[1]]), minlength=len(unique))
+    wts = np.bincount(inverse, weights=np.concatenate([a[2], b[2]]), minlength=len(unique))
+    return unique, sums, wts
+
+
+def initial_sets(chunk: Chunk, init_sets: np.ndarray) -> np.ndarray:
+    """K(n) before the first E-step: the row of ``init_sets`` of each row's seed centre
+    (the seed centre, then its nearest centres); -1 (unknown) where no seed is known."""
     seed_label = chunk.state.get("seed_label")
-    if seed_label is not None:
-        K[:, 0] = seed_label
-    return K
+    if seed_label is None:
+        return np.full((chunk.n_rows, init_sets.shape[1]), -1, dtype=np.int32)
+    return init_sets[seed_label]
 
 
 @dataclass
@@ -35,27 +56,58 @@ class EStepOp:
 
     centres : (C, D) float64; sigma2 : variance for the responsibilities;
     n_keep : C' (1 = k-means, C = exact EM); keep_state : keep K(n) on the
-    workers (needed to count changed assignments and for truncated search).
+    workers; search : which clusters each point evaluates; seed, iteration :
+    key the exploratory and sampled draws (with the chunk index).
     """
 
     centres: np.ndarray
     sigma2: float
     n_keep: int
     keep_state: bool
+    search: SearchPayload
+    seed: int = 0
+    iteration: int = 0
 
-    def new_acc(self) -> dict[str, np.ndarray]:
-        return new_stats(*self.centres.shape)
+    def new_acc(self) -> dict:
+        acc = new_stats(*self.centres.shape)
+        if self.search.collect:
+            acc["pairs"] = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0))
+            if self.search.mode == "neighbourhood":
+                acc["tsum"] = np.zeros(self.search.neighbours.shape)
+                acc["tcnt"] = np.zeros(self.search.neighbours.shape)
+        return acc
 
-    def run(self, chunk: Chunk, acc: dict[str, np.ndarray]) -> None:
+    def run(self, chunk: Chunk, acc: dict) -> None:
         if self.keep_state:
             K = chunk.state.get("K")
             if K is None:
-                K = initial_sets(chunk, self.n_keep)
+                K = initial_sets(chunk, self.search.init_sets)
         else:
             K = np.empty((chunk.n_rows, 0), dtype=np.int32)
-        estep_full(chunk.X, chunk.w, self.centres, self.sigma2, self.n_keep, K,
-                   acc["S0"], acc["S1"], acc["SD2"], acc["scal"])
+        stats = (acc["S0"], acc["S1"], acc["SD2"], acc["scal"])
+        s = self.search
+        key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
+        if s.mode == "full":
+            estep_full(chunk.X, chunk.w, self.centres, self.sigma2, self.n_keep, K, *stats)
+        else:
+            sampled = s.mode == "sampled"
+            neighbours = _NO_NEIGHBOURS if sampled else s.neighbours
+            rows = (s.row_idx, s.row_cdf, s.row_len) if sampled else _NO_ROWS
+            thresholds = s.thresholds if s.thresholds is not None else np.zeros(0)
+            tsum, tcnt = (acc["tsum"], acc["tcnt"]) if "tsum" in acc else (_NO_TABLE, _NO_TABLE)
+            pairs = estep_truncated(chunk.X, chunk.w, self.centres, self.sigma2, K, SAMPLED if sampled else NEIGHBOURHOOD,
+                                    neighbours, thresholds, *rows, s.n_draws, s.n_explore, key, s.collect, *stats,
+                                    tsum, tcnt)
+            if s.collect:
+                acc["pairs"] = merge_pairs(acc["pairs"], pairs)
         if self.keep_state:
             chunk.state["K"] = K
 
-    merge = staticmethod(add_arrays)
+    @staticmethod
+    def merge(a: dict, b: dict) -> dict:
+        for name, value in b.items():
+            if name == "pairs":
+                a[name] = merge_pairs(a[name], value)
+            else:
+                a[name] += value
+        return a

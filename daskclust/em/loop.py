@@ -2,7 +2,8 @@
 
 Iteration t runs the E-step with the parameters Theta_t, records one history
 row, and stops when converged or after ``max_iter`` M-steps; otherwise the
-M-step gives Theta_{t+1}. The final parameters are therefore always those of
+M-step gives Theta_{t+1} (none during the first ``n_init_esteps`` iterations)
+and the search strategy digests the E-step's pair statistics. The final parameters are therefore always those of
 the last E-step, so ``inertia_`` and the state K(n) left on the workers belong
 to the returned centres (scikit-learn's final E-step, without an extra pass).
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kernels.estep import CHANGED, NDIST, QE, W
+from ..search import Search
 from .estep_op import EStepOp
 from .mstep import gmm_free_energy, kmeans_free_energy, m_step
 
@@ -37,7 +39,11 @@ cluster changed (-1 when not tracked), wall-clock seconds of the iteration."""
 
 @dataclass(frozen=True)
 class EMSettings:
-    """What the loop needs to know about the model and the stopping rule."""
+    """What the loop needs to know about the model and the stopping rule.
+
+    n_init_esteps E-steps run before the first M-step (seed 000, "neighborhood
+    initialization"); ``max_iter`` counts M-steps.
+    """
 
     n_clusters: int
     n_keep: int
@@ -45,6 +51,8 @@ class EMSettings:
     max_iter: int
     tol: float
     reg: float = 0.0
+    n_init_esteps: int = 0
+    seed: int = 0
 
     @property
     def keep_state(self) -> bool:
@@ -69,19 +77,29 @@ def converged(prev: float | None, current: float, tol: float) -> bool:
     return abs(current - prev) <= tol * max(abs(current), abs(prev), np.finfo(float).tiny)
 
 
-def run_em(engine, centres: np.ndarray, sigma2: float, settings: EMSettings,
+def run_em(engine, centres: np.ndarray, sigma2: float, settings: EMSettings, search: Search,
            report: Callable[[dict], None] | None = None) -> EMResult:
-    """Iterate E-step passes and M-steps from ``centres`` / ``sigma2`` until convergence."""
+    """Iterate E-step passes and M-steps from ``centres`` / ``sigma2`` until convergence.
+
+    The k-means free energy (seed 004 Eq. 15) is the truncated free energy (Eq. 7)
+    after the M-step's variance update; during the initial E-steps, which have
+    no M-step, Eq. 7 at the current parameters is reported, so the history
+    never decreases either way.
+    """
     C, D = centres.shape
     n_samples = engine.data.n_samples
     history: list[dict] = []
     prev_f = None
-    for t in range(settings.max_iter + 1):
+    first_m = settings.n_init_esteps
+    search.start(centres, sigma2)
+    for t in range(first_m + settings.max_iter + 1):
         t0 = time.perf_counter()
-        acc = engine.map_reduce(EStepOp(centres, sigma2, settings.n_keep, settings.keep_state))
-        new_centres, new_sigma2 = m_step(acc, centres, settings.reg)
+        op = EStepOp(centres, sigma2, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
+        acc = engine.map_reduce(op)
+        apply_m = t >= first_m
+        new_centres, new_sigma2 = m_step(acc, centres, settings.reg) if apply_m else (centres, sigma2)
         scal = acc["scal"]
-        if settings.kmeans:
+        if settings.kmeans and apply_m:
             free_energy, row_sigma2 = kmeans_free_energy(C, D, new_sigma2), new_sigma2
         else:
             free_energy, row_sigma2 = gmm_free_energy(acc, C, D, sigma2), sigma2
@@ -97,12 +115,13 @@ def run_em(engine, centres: np.ndarray, sigma2: float, settings: EMSettings,
             "seconds": time.perf_counter() - t0,
         }
         history.append(row)
-        done = converged(prev_f, free_energy, settings.tol) or (t > 0 and n_changed == 0)
+        done = t > first_m and (converged(prev_f, free_energy, settings.tol) or n_changed == 0)
         if report is not None:
             report(row)
-        if done or t == settings.max_iter:
+        if done or t == first_m + settings.max_iter:
             break
+        search.update(acc, new_centres, new_sigma2)
         centres, sigma2, prev_f = new_centres, new_sigma2, free_energy
     if settings.kmeans:
         sigma2 = float(scal[QE]) / (D * scal[W])
-    return EMResult(centres, float(sigma2), t, bool(done), float(scal[QE]), history)
+    return EMResult(centres, float(sigma2), max(0, t - first_m), bool(done), float(scal[QE]), history)

@@ -14,9 +14,10 @@ from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..errors import InvalidParameterError, NotFittedError
 from ..kernels.estep import nearest_centre
+from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
 from .apply import apply_rows
-from .params import AnyValue, Interval, ParamsMixin
+from .params import AnyValue, Interval, Options, ParamsMixin
 from .progress import Progress
 
 log = logging.getLogger("daskclust")
@@ -32,6 +33,11 @@ COMMON_CONSTRAINTS = {
     "memory_budget": Interval(1, None, integer=True, allow_none=True),
     "verbose": Interval(0, None, integer=True),
     "init": AnyValue(),
+    "search": Options(("full", "exhaustive", "estimated", "sampled")),
+    "n_neighbors": Interval(1, None, integer=True),
+    "n_explore": Interval(0, None, integer=True),
+    "n_init_esteps": Interval(0, None, integer=True),
+    "n_samples": Interval(1, None, integer=True),
 }
 
 
@@ -84,7 +90,13 @@ class TruncatedEMEstimator(ParamsMixin):
             check_init(init, C, data.n_features)
         seed_value = resolve_seed(self.random_state)
         progress = Progress(self.verbose, self.callback, data.nbytes)
-        settings = EMSettings(C, self._n_keep(), self._kmeans, self.max_iter, self.tol, self._reg())
+        n_keep = self._n_keep()
+        settings = EMSettings(C, n_keep, self._kmeans, self.max_iter, self.tol, self._reg(), self.n_init_esteps,
+                              seed_value)
+        search = make_search(
+            self.search if n_keep < C else "full",  # every cluster kept: nothing to search
+            SearchConfig(C, n_keep, min(self.n_neighbors, C), self.n_explore, self.n_samples),
+        )
         t0 = time.perf_counter()
         with connect(client, self.scheduler_address, announce=progress.say) as cl, Engine(
             data, cl, memory_budget=self.memory_budget
@@ -97,7 +109,7 @@ class TruncatedEMEstimator(ParamsMixin):
                            init_rounds=self.init_rounds, chain_length=self.chain_length)
             progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
             sigma2 = max(seeding.sigma2 + self._reg(), np.finfo(float).tiny)
-            result = run_em(engine, seeding.centres, sigma2, settings, report=progress.row)
+            result = run_em(engine, seeding.centres, sigma2, settings, search, report=progress.row)
         self._set_fitted(result, seeding, data.n_features, seed_value, time.perf_counter() - t0)
         progress.say(
             f"done: {self.n_iter_} iterations, free energy {result.history[-1]['free_energy']:.6g}, "

@@ -13,17 +13,22 @@ from .params import Interval
 class GaussianMixture(TruncatedEMEstimator):
     """Gaussian mixture with C isotropic components of one shared variance and equal weights.
 
-    p(y) = (1/C) sum_c N(y; mu_c, sigma^2 I) (seed 000 Eq. 2), fitted by EM;
-    with ``n_truncated`` = C' < C, by truncated variational EM keeping the C'
-    most responsible components per point (seed 004, "k-means-C'"). The free
-    energy (seed 004 Eq. 7) never decreases; with C' = C it is the log-likelihood.
+    p(y) = (1/C) sum_c N(y; mu_c, sigma^2 I) (seed 000 Eq. 2), fitted by
+    truncated variational EM keeping the C' most responsible components per
+    point. By default the C' are searched among the neighbourhoods of the
+    current ones (var-GMM-S of seed 000, O(N C' G D) per iteration);
+    ``search="full"`` evaluates all components (k-means-C' of seed 004), and
+    with ``n_truncated=None`` (C' = C) this is exact EM. The free energy
+    (seed 004 Eq. 7) never decreases; with C' = C it is the log-likelihood.
 
     Parameters
     ----------
     n_components : int, default=1
         Number of components C.
-    n_truncated : int or None, default=None
-        C', components kept per point; None = all (exact EM).
+    n_truncated : int or None, default=5
+        C', components kept per point; None = all (exact EM, whatever ``search``).
+    search, n_neighbors, n_explore, n_init_esteps, n_samples
+        As in :class:`daskclust.KMeans` (defaults "estimated", 5, 1, 2, 5).
     reg_covar : float, default=1e-6
         Added to sigma^2 after every M-step (as scikit-learn's ``reg_covar``).
     init, max_iter, tol, random_state, oversampling_factor, init_rounds, chain_length,
@@ -49,11 +54,17 @@ class GaussianMixture(TruncatedEMEstimator):
         "reg_covar": Interval(0, None),
     }
 
-    def __init__(self, n_components=1, *, n_truncated=None, reg_covar=1e-6, init="k-means||", max_iter=100,
-                 tol=1e-5, random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5,
-                 chunk_rows=None, memory_budget=None, scheduler_address=None, verbose=0, callback=None):
+    def __init__(self, n_components=1, *, n_truncated=5, search="estimated", n_neighbors=5, n_explore=1,
+                 n_init_esteps=2, n_samples=5, reg_covar=1e-6, init="k-means||", max_iter=100, tol=1e-5,
+                 random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None,
+                 memory_budget=None, scheduler_address=None, verbose=0, callback=None):
         self.n_components = n_components
         self.n_truncated = n_truncated
+        self.search = search
+        self.n_neighbors = n_neighbors
+        self.n_explore = n_explore
+        self.n_init_esteps = n_init_esteps
+        self.n_samples = n_samples
         self.reg_covar = reg_covar
         self.init = init
         self.max_iter = max_iter

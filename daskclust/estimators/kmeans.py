@@ -13,20 +13,31 @@ from .params import Interval
 class KMeans(TruncatedEMEstimator):
     """k-means clustering on Dask, for data larger than memory and many clusters.
 
-    Lloyd's algorithm seen as truncated variational EM with one cluster per
-    point (C' = 1): the E-step assigns each row to its nearest centre, the
-    M-step moves each centre to the mean of its rows. The reported free energy
-    is seed 004's k-means free energy (Eq. 15), -log C - (D/2) log(2 pi e sigma^2),
-    which never decreases.
+    k-means as truncated variational EM with one cluster per point (C' = 1,
+    seed 004 Prop. 2). By default each point only evaluates the clusters near
+    its current one (``search="estimated"``: var-k-means-S of seed 000, cost
+    O(N G D) per iteration instead of O(N C D)); ``search="full"`` is Lloyd's
+    algorithm. The reported free energy is seed 004's k-means free energy
+    (Eq. 15), -log C - (D/2) log(2 pi e sigma^2), which never decreases.
 
     Parameters
     ----------
     n_clusters : int, default=8
         Number of clusters C.
+    search : {"estimated", "exhaustive", "sampled", "full"}, default="estimated"
+        Which clusters a point evaluates (see :mod:`daskclust.search` and docs/algorithms.md).
+    n_neighbors : int, default=5
+        G, size of the cluster neighbourhoods G_c (c included).
+    n_explore : int, default=1
+        Clusters drawn uniformly per point and iteration besides the neighbourhoods ("+1").
+    n_init_esteps : int, default=2
+        E-steps before the first M-step, letting K(n) and G_c settle.
+    n_samples : int, default=5
+        R, candidates drawn per point by ``search="sampled"``.
     init : {"k-means||", "afkmc2", "k-means++", "random"} or array of shape (C, D), default="k-means||"
         Seeding (see :mod:`daskclust.seeding`).
     max_iter : int, default=300
-        Most M-steps.
+        Most M-steps (after the ``n_init_esteps`` E-steps).
     tol : float, default=1e-5
         Stop when the free energy changes by at most ``tol`` relatively, or when
         no assignment changes.
@@ -67,10 +78,16 @@ class KMeans(TruncatedEMEstimator):
     _kmeans = True
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
 
-    def __init__(self, n_clusters=8, *, init="k-means||", max_iter=300, tol=1e-5, random_state=None,
+    def __init__(self, n_clusters=8, *, search="estimated", n_neighbors=5, n_explore=1, n_init_esteps=2,
+                 n_samples=5, init="k-means||", max_iter=300, tol=1e-5, random_state=None,
                  oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None, memory_budget=None,
                  scheduler_address=None, verbose=0, callback=None):
         self.n_clusters = n_clusters
+        self.search = search
+        self.n_neighbors = n_neighbors
+        self.n_explore = n_explore
+        self.n_init_esteps = n_init_esteps
+        self.n_samples = n_samples
         self.init = init
         self.max_iter = max_iter
         self.tol = tol

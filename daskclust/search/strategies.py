@@ -1,0 +1,178 @@
+"""The four search strategies (driver side)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .neighbours import estimated_neighbours, exact_neighbours
+
+EMPTY_PAIRS = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0))
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    n_clusters: int
+    n_keep: int
+    n_neighbors: int = 5
+    n_explore: int = 1
+    n_samples: int = 5
+    row_length: int = 32
+
+
+@dataclass
+class SearchPayload:
+    """What one E-step needs besides the centres (sent to every worker with them).
+
+    mode : "full" | "neighbourhood" | "sampled"; init_sets : (C, C') K(n) of a
+    row whose seed centre is c, used when a chunk has no K(n) yet; the other
+    fields are those of the kernels in :mod:`daskclust.kernels.search`.
+    """
+
+    mode: str
+    init_sets: np.ndarray
+    n_explore: int = 0
+    collect: bool = False
+    neighbours: np.ndarray | None = None
+    thresholds: np.ndarray | None = None
+    row_idx: np.ndarray | None = None
+    row_cdf: np.ndarray | None = None
+    row_len: np.ndarray | None = None
+    n_draws: int = 0
+
+
+class Search:
+    """Base: initial K(n) from each row's seed centre and the centres nearest to it."""
+
+    mode = "full"
+
+    def __init__(self, config: SearchConfig):
+        self.config = config
+
+    def start(self, centres: np.ndarray, sigma2: float) -> None:
+        """Called once with the seeds: exact neighbours give K(n) its first C' clusters."""
+        k = max(self.config.n_keep, min(self.config.n_neighbors, self.config.n_clusters))
+        self.exact_idx, self.exact_dist = exact_neighbours(centres, k)
+        self.init_sets = np.full((len(centres), self.config.n_keep), -1, dtype=np.int32)
+        width = min(self.config.n_keep, self.exact_idx.shape[1])
+        self.init_sets[:, :width] = self.exact_idx[:, :width]
+
+    def payload(self) -> SearchPayload:
+        return SearchPayload(self.mode, self.init_sets)
+
+    def update(self, acc: dict, centres: np.ndarray, sigma2: float) -> None:
+        """Digest the E-step's pair statistics; ``centres`` are those of the next E-step."""
+
+
+class FullSearch(Search):
+    """Every cluster for every point: the exact E-step (Lloyd / EM / k-means-C').
+
+    K(n) only serves to count changed assignments, so it starts at the seed centre alone.
+    """
+
+    def start(self, centres, sigma2):
+        width = min(self.config.n_keep, self.config.n_clusters)
+        if width >= self.config.n_clusters:  # exact EM keeps no K(n)
+            width = 1
+        self.init_sets = np.full((len(centres), width), -1, dtype=np.int32)
+        self.init_sets[:, 0] = np.arange(len(centres))
+
+
+class ExhaustiveSearch(Search):
+    """seed 000 Alg. 1: G_c = c and its G - 1 nearest centres, from the current centres."""
+
+    mode = "neighbourhood"
+
+    def start(self, centres, sigma2):
+        super().start(centres, sigma2)
+        self.neighbours = self.exact_idx[:, : self.config.n_neighbors].copy()
+
+    def payload(self):
+        return SearchPayload(self.mode, self.init_sets, self.config.n_explore, neighbours=self.neighbours,
+                             thresholds=np.zeros(0))
+
+    def update(self, acc, centres, sigma2):
+        self.neighbours = exact_neighbours(centres, self.config.n_neighbors)[0]
+
+
+class EstimatedSearch(Search):
+    """seed 000 Alg. 2: G_c from the mean distance of c~ to the points closest to c (Eq. 8).
+
+    Starts from the exact neighbours of the seeds (computed once). Pairs
+    outside the current G_c are only recorded when closer than the largest
+    estimate in G_c, the only ones that could enter it, so the statistics
+    stay O(C G) per iteration instead of growing with the exploratory draws.
+    """
+
+    mode = "neighbourhood"
+
+    def start(self, centres, sigma2):
+        super().start(centres, sigma2)
+        G = min(self.config.n_neighbors, self.config.n_clusters)
+        self.neighbours = self.exact_idx[:, :G].copy()
+        # expected point-to-centre distance of the G-th neighbour, sqrt(d_cc~^2 + D sigma^2)
+        D = centres.shape[1]
+        self.thresholds = np.sqrt(self.exact_dist[:, G - 1] ** 2 + D * sigma2)
+
+    def payload(self):
+        return SearchPayload(self.mode, self.init_sets, self.config.n_explore, collect=True,
+                             neighbours=self.neighbours, thresholds=self.thresholds)
+
+    def update(self, acc, centres, sigma2):
+        self.neighbours, self.thresholds = estimated_neighbours(self.neighbours, acc["tsum"], acc["tcnt"],
+                                                                acc["pairs"])
+
+
+class SampledSearch(Search):
+    """D-GMM (seed 003 Alg. 1): candidates drawn from a data-driven similarity matrix S.
+
+    S_ij accumulates, over points with i and j among their P = max(C', 2) closest
+    evaluated clusters, w exp(-(d_i + d_j - 2 d_min) / 2 sigma^2): Eq. 12 with
+    squared distances scaled by 2 sigma^2 and shifted by the point's best
+    distance, so it cannot underflow at realistic scales (raw exp(-(d_i + d_j))
+    is 0 in float64 once distances exceed ~370). Each row keeps its
+    ``row_length`` largest entries; rows no point touched keep their previous
+    entries. Initially rows hold the exact nearest centres, equally weighted.
+    """
+
+    mode = "sampled"
+
+    def start(self, centres, sigma2):
+        super().start(centres, sigma2)
+        C = self.config.n_clusters
+        L = self.config.row_length
+        nn = exact_neighbours(centres, min(L + 1, C))[0][:, 1:]
+        self.row_idx = np.zeros((C, L), dtype=np.int32)
+        self.row_cdf = np.zeros((C, L))
+        self.row_len = np.full(C, nn.shape[1], dtype=np.int32)
+        self.row_idx[:, : nn.shape[1]] = nn
+        self.row_cdf[:, : nn.shape[1]] = np.arange(1, nn.shape[1] + 1)
+
+    def payload(self):
+        return SearchPayload(self.mode, self.init_sets, self.config.n_explore, collect=True, row_idx=self.row_idx,
+                             row_cdf=self.row_cdf, row_len=self.row_len, n_draws=self.config.n_samples)
+
+    def update(self, acc, centres, sigma2):
+        keys, vals, _ = acc["pairs"]
+        if len(keys) == 0:
+            return
+        C, L = self.row_idx.shape
+        i, j = keys // C, keys % C
+        rows = np.concatenate([i, j])
+        cols = np.concatenate([j, i])
+        vals = np.concatenate([vals, vals])
+        order = np.lexsort((cols, -vals, rows))
+        rows, cols, vals = rows[order], cols[order], vals[order]
+        starts = np.searchsorted(rows, np.arange(C))
+        rank = np.arange(len(rows)) - starts[rows]
+        keep = rank < L
+        touched = np.unique(rows)
+        self.row_len[touched] = 0
+        self.row_idx[touched] = 0
+        self.row_cdf[touched] = 0.0
+        r, k, v = rows[keep], rank[keep], vals[keep]
+        self.row_idx[r, k] = cols[keep]
+        self.row_cdf[r, k] = v
+        np.add.at(self.row_len, r, 1)
+        self.row_cdf[touched] = np.cumsum(self.row_cdf[touched], axis=1)
