@@ -19,14 +19,8 @@ from daskclust.kernels.estep import (
     nearest_centre,
 )
 from daskclust.kernels.rng import stream_key, uniform
-from daskclust.kernels.seeding import (
-    afkmc2_chains,
-    bernoulli_sample,
-    exponential_keys,
-    greedy_kmeanspp,
-    potentials,
-    update_nearest,
-)
+from daskclust.kernels.ballindex import ball_nearest, build_ball_index, greedy_kmeanspp_indexed
+from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys, potentials
 from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
 
 from reference import sq_distances, truncated_estep
@@ -121,15 +115,28 @@ def test_counter_rng_is_uniform_and_keyed():
     assert uniform(key, 5) == u[5]
 
 
-def test_update_nearest_and_potentials():
-    rng = np.random.default_rng(2)
-    X, cands = rng.standard_normal((50, 2)), rng.standard_normal((4, 2))
-    mind2, label = np.full(50, np.inf), np.zeros(50, dtype=np.int32)
-    update_nearest(X, cands[:2], 0, mind2, label)
-    update_nearest(X, cands[2:], 2, mind2, label)
-    ref = sq_distances(X, cands)
+@pytest.mark.parametrize("D", [1, 2, 16])
+def test_ball_index_search_is_exact(D):
+    rng = np.random.default_rng(D)
+    P = rng.standard_normal((800, D)) * 2 + rng.integers(0, 15, (800, 1))
+    Q = rng.standard_normal((500, D)) * 2 + rng.integers(0, 15, (500, 1))
+    index = build_ball_index(P, np.arange(800) + 7, seed=3)
+    ref = sq_distances(Q, P)
+    mind2, label = np.full(500, np.inf), np.zeros(500, dtype=np.int32)
+    n_eval = ball_nearest(Q, *index, mind2, label)
     np.testing.assert_allclose(mind2, ref.min(1))
-    np.testing.assert_array_equal(label, ref.argmin(1))
+    np.testing.assert_array_equal(label - 7, ref.argmin(1))
+    assert n_eval < 500 * 800  # it prunes
+    bound = ref.min(1) * rng.uniform(0.5, 2.0, 500)  # an existing better bound wins, label untouched
+    mind2, label = bound.copy(), np.full(500, -1, dtype=np.int32)
+    ball_nearest(Q, *index, mind2, label)
+    np.testing.assert_allclose(mind2, np.minimum(bound, ref.min(1)))
+    assert ((label == -1) == (bound <= ref.min(1))).all()
+
+
+def test_potentials():
+    rng = np.random.default_rng(2)
+    X, mind2 = rng.standard_normal((50, 2)), rng.uniform(0, 3, 50)
     new = rng.standard_normal((3, 2))
     pot = np.zeros(3)
     w = rng.uniform(size=50)
@@ -154,8 +161,20 @@ def test_greedy_kmeanspp_finds_separated_groups():
     rng = np.random.default_rng(4)
     centres = np.arange(8)[:, None] * np.array([[100.0, 0.0]])
     P = np.repeat(centres, 20, axis=0) + rng.standard_normal((160, 2))
-    chosen = greedy_kmeanspp(P, np.ones(160), 8, 4, stream_key(1))
-    assert len(set((chosen // 20).tolist())) == 8
+    index = build_ball_index(P, seed=1)
+    chosen = greedy_kmeanspp_indexed(*index[:5], np.ones(160), 8, 4, stream_key(1))
+    assert len(set((index[5][chosen] // 20).tolist())) == 8
+
+
+def test_greedy_kmeanspp_weights_steer_the_choice():
+    """Two far groups; the heavy one gets the first centre almost surely, and a point of
+    zero weight is never chosen."""
+    P = np.array([[0.0, 0.0], [0.1, 0.0], [50.0, 0.0], [500.0, 0.0]])
+    w = np.array([1000.0, 1000.0, 1.0, 0.0])
+    index = build_ball_index(P, seed=0)
+    picks = [index[5][greedy_kmeanspp_indexed(*index[:5], w[index[5]], 2, 3, stream_key(s))] for s in range(30)]
+    assert all(3 not in p for p in picks)
+    assert sum(p[0] in (0, 1) for p in picks) >= 28
 
 
 def test_afkmc2_chains_with_long_chains_cover_groups():

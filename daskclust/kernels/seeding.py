@@ -1,9 +1,9 @@
-"""Kernels of the seedings: nearest-candidate updates, weighted sampling, AFK-MC2 chains
-and greedy k-means++ on a small weighted candidate set.
+"""Kernels of the seedings: weighted sampling, potentials and AFK-MC2 chains.
 
-Chunk kernels (``update_nearest``, ``bernoulli_sample``, ``potentials``,
-``exponential_keys``) run on the workers; ``afkmc2_chains`` and
-``greedy_kmeanspp`` run on the driver over the gathered candidates.
+Chunk kernels (``bernoulli_sample``, ``potentials``, ``exponential_keys``) run on
+the workers; ``afkmc2_chains`` runs on the driver over the gathered draws. The
+nearest-candidate searches and the greedy k-means++ reduction are in
+:mod:`daskclust.kernels.ballindex`.
 """
 
 from __future__ import annotations
@@ -13,29 +13,6 @@ from numba import njit
 
 from .estep import sqdist
 from .rng import uniform
-
-
-@njit(nogil=True, cache=True)
-def update_nearest(X, cands, offset, mind2, label):
-    """Lower each row's squared distance to its nearest candidate with new candidates.
-
-    cands : (M, D) float64 new candidates, numbered ``offset + j``.
-    mind2 : (n,) float64, IN/OUT; label : (n,) int32, IN/OUT (index of the nearest).
-    Returns the number of distances evaluated.
-    """
-    M = cands.shape[0]
-    for i in range(X.shape[0]):
-        best = mind2[i]
-        arg = -1
-        for j in range(M):
-            d = sqdist(X[i], cands[j])
-            if d < best:
-                best = d
-                arg = j
-        if arg >= 0:
-            mind2[i] = best
-            label[i] = offset + arg
-    return X.shape[0] * M
 
 
 @njit(nogil=True, cache=True)
@@ -139,60 +116,3 @@ def afkmc2_chains(first, cands, cand_mass, cand_q, n_clusters, chain_length, key
                 dx = dy
         centres[i] = cands[x]
     return centres
-
-
-@njit(nogil=True, cache=True)
-def greedy_kmeanspp(P, wts, n_clusters, n_trials, key):
-    """Weighted greedy k-means++ (Arthur & Vassilvitskii 2007, scikit-learn's variant).
-
-    P : (M, D) points with weights ``wts`` (M,). Each step draws ``n_trials``
-    candidates with probability proportional to w d^2 and keeps the one that
-    lowers sum w d^2 most. Returns the indices (n_clusters,) of the chosen points.
-    """
-    M = P.shape[0]
-    chosen = np.empty(n_clusters, dtype=np.int64)
-    total_w = wts.sum()
-    u = uniform(key, 0) * total_w
-    acc = 0.0
-    first = M - 1
-    for i in range(M):
-        acc += wts[i]
-        if acc > u:
-            first = i
-            break
-    chosen[0] = first
-    d2 = np.empty(M)
-    for i in range(M):
-        d2[i] = sqdist(P[i], P[first])
-    cand_d2 = np.empty(M)
-    best_d2 = np.empty(M)
-    counter = 1
-    for k in range(1, n_clusters):
-        pot = 0.0
-        for i in range(M):
-            pot += wts[i] * d2[i]
-        best_pot = np.inf
-        best = -1
-        for t in range(n_trials):
-            u = uniform(key, counter) * pot
-            counter += 1
-            acc = 0.0
-            cand = M - 1
-            for i in range(M):
-                acc += wts[i] * d2[i]
-                if acc > u:
-                    cand = i
-                    break
-            p = 0.0
-            for i in range(M):
-                cand_d2[i] = min(d2[i], sqdist(P[i], P[cand]))
-                p += wts[i] * cand_d2[i]
-            if p < best_pot:
-                best_pot = p
-                best = cand
-                best_d2[:] = cand_d2
-        if best < 0:  # every remaining point coincides with a centre
-            best = chosen[k - 1]
-        chosen[k] = best
-        d2[:] = best_d2 if best_pot < np.inf else d2
-    return chosen

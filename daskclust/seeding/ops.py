@@ -13,15 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.ops import Chunk, add_arrays
-from ..kernels.estep import nearest_centre
+from ..kernels.ballindex import ball_nearest, build_ball_index
 from ..kernels.rng import stream_key
-from ..kernels.seeding import (
-    bernoulli_sample,
-    exponential_keys,
-    potentials,
-    update_nearest,
-    weighted_sum,
-)
+from ..kernels.seeding import bernoulli_sample, exponential_keys, potentials, weighted_sum
 
 # Stream ids of the random streams drawn per chunk (keyed with seed, step, chunk).
 STREAM_DRAW, STREAM_BERNOULLI, STREAM_PROPOSAL = 11, 12, 13
@@ -112,8 +106,10 @@ class DrawOp:
 
 @dataclass
 class NearestUpdateOp:
-    """Lower ``mind2`` / ``label`` with new candidates numbered from ``offset``.
+    """Lower ``mind2`` / ``label`` with new candidates ``cands`` numbered from ``offset``.
 
+    The candidates travel as a ball index (:mod:`daskclust.kernels.ballindex`),
+    so each row evaluates about sqrt(len(cands)) of them, exactly.
     ``reset=True`` starts from +inf (first candidates). Returns phi = sum w mind2,
     the weight of the rows nearest to each of the ``n_total`` candidates so far
     (``mass``, for the k-means|| reduction; ``n_total=0`` skips it) and the
@@ -124,6 +120,16 @@ class NearestUpdateOp:
     offset: int
     n_total: int
     reset: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        ids = self.offset + np.arange(len(self.cands))
+        self.index = build_ball_index(self.cands, ids, seed=self.seed + self.offset)
+
+    def __getstate__(self):  # the index is what workers need; not the raw candidates twice
+        state = dict(self.__dict__)
+        state["cands"] = None
+        return state
 
     def new_acc(self):
         return {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
@@ -133,7 +139,7 @@ class NearestUpdateOp:
             chunk.state["mind2"] = np.full(chunk.n_rows, np.inf)
             chunk.state["label"] = np.zeros(chunk.n_rows, dtype=np.int32)
         mind2, label = chunk.state["mind2"], chunk.state["label"]
-        acc["n_dist"][0] += update_nearest(chunk.X, self.cands, self.offset, mind2, label)
+        acc["n_dist"][0] += ball_nearest(chunk.X, *self.index, mind2, label)
         acc["phi"][0] += weighted_sum(chunk.w, mind2)
         if self.n_total:
             acc["mass"] += np.bincount(label, weights=chunk_weights(chunk), minlength=self.n_total)
@@ -179,22 +185,32 @@ class PotentialsOp:
 
 @dataclass
 class AssignOp:
-    """Exact nearest seed centre of every row -> state ``seed_label``; returns sum w d^2."""
+    """Exact nearest seed centre of every row -> state ``seed_label``; returns sum w d^2.
+
+    The centres travel as a ball index: about 2 sqrt(C) distances per row.
+    """
 
     centres: np.ndarray
+
+    def __post_init__(self):
+        self.index = build_ball_index(self.centres)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["centres"] = None
+        return state
 
     def new_acc(self):
         return {"qe": np.zeros(1), "W": np.zeros(1), "n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
-        labels = np.empty(chunk.n_rows, dtype=np.int32)
-        d2 = np.empty(chunk.n_rows)
-        nearest_centre(chunk.X, self.centres, labels, d2)
+        labels = np.zeros(chunk.n_rows, dtype=np.int32)
+        d2 = np.full(chunk.n_rows, np.inf)
+        acc["n_dist"][0] += ball_nearest(chunk.X, *self.index, d2, labels)
         chunk.state["seed_label"] = labels
         _drop_seeding_state(chunk)
         acc["qe"][0] += weighted_sum(chunk.w, d2)
         acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
-        acc["n_dist"][0] += chunk.n_rows * len(self.centres)
 
     merge = staticmethod(add_arrays)
 

@@ -1,0 +1,209 @@
+"""Exact nearest-point search through a two-level ball partition.
+
+A set of M points is split into B groups, each a ball (centre g, radius rho_g)
+holding its members sorted by their distance to g. For a query x and any
+member p of group g the triangle inequality gives
+
+    ||x - p|| >= ||x - g|| - rho_g          (skip the whole group)
+    ||x - p|| >= | ||x - g|| - ||p - g|| |  (skip one member)
+
+so a query only evaluates the B group centres and the members of the groups
+that could hold a point closer than the best found so far (or than a bound the
+caller already has). With B ~ sqrt(M) and clustered points this costs
+O(sqrt(M)) distances instead of O(M), and the answer is exact. The seedings
+use it for k-means|| updates, the nearest-seed assignment and the greedy
+k-means++ reduction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .estep import sqdist
+from .rng import uniform
+
+
+@njit(nogil=True, cache=True)
+def ball_nearest(X, gcent, grad, offsets, pts, pdist, ids, mind2, label):
+    """Lower ``mind2`` / ``label`` (IN/OUT) of each row with the nearest indexed point.
+
+    gcent (B, D), grad (B,) : group centres and radii; members of group g are
+    ``pts[offsets[g]:offsets[g + 1]]`` with distances ``pdist`` to their centre
+    (ascending) and labels ``ids``. Rows keep their value when no indexed point
+    is closer than ``mind2``. Returns the number of distances evaluated.
+    """
+    B = gcent.shape[0]
+    dg = np.empty(B)
+    n_eval = 0
+    for i in range(X.shape[0]):
+        best = mind2[i]
+        arg = -1
+        first = 0
+        for g in range(B):
+            dg[g] = np.sqrt(sqdist(X[i], gcent[g]))
+            if dg[g] - grad[g] < dg[first] - grad[first]:
+                first = g
+        n_eval += B
+        for step in range(B):  # the group of smallest lower bound first, then the others
+            g = first if step == 0 else (step - 1 if step - 1 < first else step)
+            lb = dg[g] - grad[g]
+            if lb > 0.0 and lb * lb >= best:
+                continue
+            for p in range(offsets[g], offsets[g + 1]):
+                gap = dg[g] - pdist[p]
+                if gap * gap >= best:
+                    if pdist[p] > dg[g]:
+                        break  # members are sorted: every later one is farther still
+                    continue
+                d = sqdist(X[i], pts[p])
+                n_eval += 1
+                if d < best:
+                    best = d
+                    arg = p
+        if arg >= 0:
+            mind2[i] = best
+            label[i] = ids[arg]
+    return n_eval
+
+
+@njit(nogil=True, cache=True)
+def _assign_groups(points, centres, labels):
+    for i in range(points.shape[0]):
+        best = np.inf
+        for g in range(centres.shape[0]):
+            d = sqdist(points[i], centres[g])
+            if d < best:
+                best = d
+                labels[i] = g
+
+
+def build_ball_index(points: np.ndarray, ids: np.ndarray | None = None, n_groups: int | None = None,
+                     seed: int = 0, lloyd_steps: int = 3):
+    """Partition ``points`` (M, D) into about sqrt(M) balls (a few Lloyd steps from random points).
+
+    Returns the tuple of arrays ``ball_nearest`` takes after X:
+    (gcent, grad, offsets, pts, pdist, ids). The grouping only affects speed, never results.
+    """
+    points = np.ascontiguousarray(points, dtype=np.float64)
+    M = len(points)
+    ids = np.arange(M, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+    B = max(1, min(M, n_groups or int(np.sqrt(M))))
+    rng = np.random.default_rng([seed, 71])
+    centres = points[rng.choice(M, B, replace=False)].copy()
+    labels = np.zeros(M, dtype=np.int64)
+    for _ in range(lloyd_steps):
+        _assign_groups(points, centres, labels)
+        counts = np.bincount(labels, minlength=B)
+        sums = np.zeros_like(centres)
+        np.add.at(sums, labels, points)
+        filled = counts > 0
+        centres[filled] = sums[filled] / counts[filled, None]
+    _assign_groups(points, centres, labels)
+    dist = np.sqrt(((points - centres[labels]) ** 2).sum(1))
+    order = np.lexsort((dist, labels))
+    counts = np.bincount(labels, minlength=B)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    radii = np.zeros(B)
+    np.maximum.at(radii, labels, dist)
+    return centres, radii, offsets, points[order], dist[order], ids[order]
+
+
+@njit(inline="always")
+def _draw_group_member(u, gsum, offsets, wts, d2):
+    """Position drawn with probability proportional to wts * d2, via the group sums."""
+    B = gsum.shape[0]
+    total = 0.0
+    for g in range(B):
+        total += gsum[g]
+    target = u * total
+    acc = 0.0
+    g = B - 1
+    for h in range(B):
+        acc += gsum[h]
+        if acc > target:
+            g = h
+            target -= acc - gsum[h]
+            break
+    acc = 0.0
+    for p in range(offsets[g], offsets[g + 1]):
+        acc += wts[p] * d2[p]
+        if acc > target:
+            return p
+    return offsets[g + 1] - 1
+
+
+@njit(inline="always")
+def _gain(t, gcent, grad, offsets, pts, pdist, wts, d2, gmax, apply, gsum):
+    """sum_p w_p (d2_p - min(d2_p, ||p - pts[t]||^2)): what choosing pts[t] saves.
+
+    With ``apply`` the new distances are stored and the group statistics updated.
+    """
+    B = gcent.shape[0]
+    gain = 0.0
+    for g in range(B):
+        dct = np.sqrt(sqdist(pts[t], gcent[g]))
+        lb = dct - grad[g]
+        if lb > 0.0 and lb * lb >= gmax[g]:
+            continue
+        new_max = 0.0
+        new_sum = 0.0
+        for p in range(offsets[g], offsets[g + 1]):
+            cur = d2[p]
+            gap = dct - pdist[p]
+            if gap * gap < cur:
+                d = sqdist(pts[p], pts[t])
+                if d < cur:
+                    gain += wts[p] * (cur - d)
+                    if apply:
+                        d2[p] = d
+                        cur = d
+            if apply:
+                new_max = max(new_max, cur)
+                new_sum += wts[p] * cur
+        if apply:
+            gmax[g] = new_max
+            gsum[g] = new_sum
+    return gain
+
+
+@njit(nogil=True, cache=True)
+def greedy_kmeanspp_indexed(gcent, grad, offsets, pts, pdist, wts, n_clusters, n_trials, key):
+    """Weighted greedy k-means++ (Arthur & Vassilvitskii 2007; scikit-learn's greedy variant)
+    on indexed points, exact, pruned with the ball partition.
+
+    Each step draws ``n_trials`` candidates with probability proportional to
+    w d^2 and keeps the one that lowers sum w d^2 most. ``wts`` are the weights
+    of ``pts`` (index order). Returns the chosen positions (index order).
+    """
+    M = pts.shape[0]
+    B = gcent.shape[0]
+    d2 = np.full(M, np.inf)
+    gmax = np.full(B, np.inf)
+    gsum = np.zeros(B)
+    chosen = np.empty(n_clusters, dtype=np.int64)
+    total = wts.sum()
+    target = uniform(key, 0) * total
+    acc = 0.0
+    first = M - 1
+    for p in range(M):
+        acc += wts[p]
+        if acc > target:
+            first = p
+            break
+    chosen[0] = first
+    _gain(first, gcent, grad, offsets, pts, pdist, wts, d2, gmax, True, gsum)
+    counter = 1
+    for k in range(1, n_clusters):
+        best_gain = -1.0
+        best = chosen[k - 1]
+        for t in range(n_trials):
+            cand = _draw_group_member(uniform(key, counter), gsum, offsets, wts, d2)
+            counter += 1
+            gain = _gain(cand, gcent, grad, offsets, pts, pdist, wts, d2, gmax, False, gsum)
+            if gain > best_gain:
+                best_gain = gain
+                best = cand
+        chosen[k] = best
+        _gain(best, gcent, grad, offsets, pts, pdist, wts, d2, gmax, True, gsum)
+    return chosen
