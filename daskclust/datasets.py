@@ -51,8 +51,8 @@ from .errors import InvalidDataError, InvalidParameterError
 
 #: Distance between neighbouring BIRCH grid centres.
 BIRCH_SPACING = 4.0 * math.sqrt(2.0)
-#: Default mean nearest-centre distance of :func:`make_blobs`, in noise standard deviations.
-BLOBS_SEPARATION = 6.0
+#: Default hypercube of the blob centres: scikit-learn's ``make_blobs`` ``center_box``.
+BLOBS_BOX = (-10.0, 10.0)
 
 _NN_BLOCK_ELEMENTS = 2**22  # distances held at once while measuring the blobs centres
 _DATA_DTYPES = (np.dtype("float32"), np.dtype("float64"))
@@ -194,13 +194,16 @@ def make_blobs(
 ) -> zarr.Group:
     """Write isotropic Gaussian blobs to a zarr group.
 
-    The C centres are drawn uniformly in the hypercube ``[0, L]^D``; each row
-    picks a cluster uniformly at random and adds unit-variance isotropic
-    Gaussian noise to its centre. Labels and noise are drawn per chunk, so
-    nothing of size N is held in memory.
+    The C centres are drawn uniformly in a hypercube; each row picks a
+    cluster uniformly at random and adds unit-variance isotropic Gaussian
+    noise to its centre. Labels and noise are drawn per chunk, so nothing of
+    size N is held in memory.
 
-    The side ``L`` makes the mean nearest-centre distance equal to
-    ``separation``: the centres are first drawn in the unit cube
+    By default the hypercube is scikit-learn's ``make_blobs`` box
+    ``[-10, 10]^D`` (with unit noise, as ``cluster_std=1``); the measured mean
+    nearest-centre distance is stored as the ``separation`` attribute. Given
+    ``separation``, the side ``L`` of ``[0, L]^D`` is chosen so that the mean
+    nearest-centre distance equals it: the centres are first drawn in the unit cube
     ``[0, 1]^D``, where their mean nearest-neighbour distance ``d1`` is
     measured exactly (O(C^2 D) time, blockwise), then scaled by
     ``L = separation / d1`` (nearest-neighbour distances scale linearly with
@@ -220,7 +223,10 @@ def make_blobs(
         Number of clusters C, at least 2.
     separation : float, optional
         Mean distance from a centre to its nearest other centre, in noise
-        standard deviations; default 6.0 (well separated, not trivially).
+        standard deviations. In D dimensions a point lies about sqrt(D) from
+        its centre, so small values (e.g. 6 at D = 64) make blobs that touch:
+        still separable by the nearest centre, but hard for every seeding.
+        Default: the scikit-learn box above.
     seed : int, default 0
         Non-negative seed of the centres, labels and noise.
     chunk_rows : int, optional
@@ -255,14 +261,20 @@ def make_blobs(
     n_clusters = _positive_int("n_clusters", n_clusters)
     if n_clusters < 2:
         raise InvalidParameterError("make_blobs needs n_clusters >= 2 to define a separation, got 1")
-    separation = _positive_float("separation", BLOBS_SEPARATION if separation is None else separation)
+    if separation is not None:
+        separation = _positive_float("separation", separation)
     seed = _seed(seed)
     dtype = _data_dtype(dtype)
     chunk_rows = _chunk_rows(chunk_rows, default_chunk_rows(n_samples, n_features, dtype.itemsize), n_samples)
 
     unit = np.random.default_rng([seed, 3]).uniform(size=(n_clusters, n_features))
-    side = separation / _mean_nearest_distance(unit)
-    centres = unit * side
+    if separation is None:
+        side = BLOBS_BOX[1] - BLOBS_BOX[0]
+        centres = BLOBS_BOX[0] + unit * side
+        separation = _mean_nearest_distance(unit) * side
+    else:
+        side = separation / _mean_nearest_distance(unit)
+        centres = unit * side
     offsets = centres.astype(dtype)
 
     def make_chunk(k: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:

@@ -228,21 +228,23 @@ def test_blobs_arrays_and_attributes(blobs_store):
     attrs = dict(group.attrs)
     assert attrs["generator"] == "blobs"
     assert (attrs["n_samples"], attrs["n_features"], attrs["n_clusters"]) == (2000, 32, 64)
-    assert attrs["separation"] == 6.0 and attrs["seed"] == 5
+    centres = group["centers"][...]
+    assert attrs["separation"] == pytest.approx(nearest_distances(centres).mean(), rel=1e-9)
+    assert attrs["seed"] == 5
     assert attrs["daskclust_version"] == daskclust.__version__
 
 
-def test_blobs_separation(blobs_store):
-    group = zarr.open_group(blobs_store, mode="r")
-    centres = group["centers"][...]
-    assert nearest_distances(centres).mean() == pytest.approx(6.0, rel=0.25)
-    side = group.attrs["hypercube_side"]
-    assert centres.min() >= 0.0 and centres.max() <= side
+def test_blobs_default_box_is_scikit_learns(blobs_store):
+    centres = zarr.open_group(blobs_store, mode="r")["centers"][...]
+    assert centres.min() >= -10.0 and centres.max() <= 10.0
+    assert centres.min() < -9.0 and centres.max() > 9.0
 
 
 def test_blobs_explicit_separation(tmp_path):
-    group = make_blobs(tmp_path / "b.zarr", 100, 32, 64, separation=20.0)
-    assert nearest_distances(group["centers"][...]).mean() == pytest.approx(20.0, rel=0.25)
+    group = make_blobs(tmp_path / "b.zarr", 100, 32, 64, separation=6.0)
+    centres = group["centers"][...]
+    assert nearest_distances(centres).mean() == pytest.approx(6.0, rel=1e-9)
+    assert centres.min() >= 0.0 and centres.max() <= group.attrs["hypercube_side"]
 
 
 def test_blobs_labels_and_noise(blobs_store):

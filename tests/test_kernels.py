@@ -184,3 +184,40 @@ def test_afkmc2_chains_with_long_chains_cover_groups():
     q = np.full(1000, 1e-3)
     out = afkmc2_chains(groups[0] + 0.1, cands, np.ones(1000), q, 6, 200, stream_key(2))
     assert len(set(np.round(out[:, 0] / 50).astype(int).tolist())) == 6
+
+
+def test_dense_nearest_matches_brute_force():
+    from daskclust.kernels.dense import dense_nearest
+
+    rng = np.random.default_rng(6)
+    X, cands = rng.standard_normal((3000, 40)), rng.standard_normal((300, 40))
+    mind2, label = np.full(3000, np.inf), np.zeros(3000, dtype=np.int32)
+    assert dense_nearest(X, cands, 10, mind2, label) == 3000 * 300
+    ref = sq_distances(X, cands)
+    np.testing.assert_allclose(mind2, ref.min(1), rtol=1e-9)
+    np.testing.assert_array_equal(label - 10, ref.argmin(1))
+
+
+def test_pruning_probe_tells_low_from_high_dimension():
+    from daskclust.kernels.dense import pruning_fails
+
+    rng = np.random.default_rng(7)
+    grid = np.repeat(np.arange(100)[:, None] * 6.0, 5, axis=0)
+    low = np.column_stack([grid[:, 0], np.zeros(500)]) + rng.standard_normal((500, 2))
+    high = rng.standard_normal((500, 64))
+    assert not pruning_fails(low)
+    assert pruning_fails(high)
+
+
+@pytest.mark.parametrize("exact_tail", [0.0, 0.25])
+def test_dense_greedy_covers_separated_groups_in_many_dimensions(exact_tail):
+    from daskclust.kernels.dense import greedy_kmeanspp_dense
+
+    rng = np.random.default_rng(8)
+    centres = rng.uniform(-10, 10, (40, 64))
+    labels = np.repeat(np.arange(40), 10)
+    P = centres[labels] + rng.standard_normal((400, 64))
+    chosen = greedy_kmeanspp_dense(P, np.ones(400), 40, 3, seed=1, exact_tail=exact_tail)
+    assert len(set(chosen.tolist())) == 40
+    if exact_tail:  # the exact tail never leaves a group without a centre
+        assert len(set(labels[chosen].tolist())) == 40

@@ -22,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("--samples", type=int, default=200_000, help="blobs: number of rows")
     make.add_argument("--features", type=int, default=64, help="blobs: number of features")
     make.add_argument("--points-per-cluster", type=int, default=100, help="birch: rows per cluster")
+    make.add_argument("--separation", type=float, default=None,
+                      help="blobs: mean nearest-centre distance in noise std (default: scikit-learn's box)")
     make.add_argument("--seed", type=int, default=0)
     make.add_argument("--overwrite", action="store_true")
 
@@ -79,7 +81,7 @@ def cmd_make_data(args) -> int:
                            seed=args.seed, overwrite=args.overwrite)
     else:
         group = make_blobs(args.output, args.samples, args.features, args.clusters, seed=args.seed,
-                           overwrite=args.overwrite)
+                           separation=args.separation, overwrite=args.overwrite)
     X = group["X"]
     print(f"wrote {args.output}: X {X.shape} {X.dtype}, chunks {X.chunks}, {args.clusters} true clusters")
     return 0

@@ -18,7 +18,7 @@ k-means++ reduction.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .estep import sqdist
 from .rng import uniform
@@ -32,35 +32,41 @@ def ball_nearest(X, gcent, grad, offsets, pts, pdist, ids, mind2, label):
     ``pts[offsets[g]:offsets[g + 1]]`` with distances ``pdist`` to their centre
     (ascending) and labels ``ids``. Rows keep their value when no indexed point
     is closer than ``mind2``. Returns the number of distances evaluated.
+
+    The group of the nearest centre is scanned first; a group is skipped when
+    ||x - g|| >= rho_g + sqrt(best), compared squared so that only scanned
+    groups cost a square root.
     """
     B = gcent.shape[0]
-    dg = np.empty(B)
+    dg2 = np.empty(B)
     n_eval = 0
     for i in range(X.shape[0]):
         best = mind2[i]
         arg = -1
         first = 0
         for g in range(B):
-            dg[g] = np.sqrt(sqdist(X[i], gcent[g]))
-            if dg[g] - grad[g] < dg[first] - grad[first]:
+            dg2[g] = sqdist(X[i], gcent[g])
+            if dg2[g] < dg2[first]:
                 first = g
         n_eval += B
-        for step in range(B):  # the group of smallest lower bound first, then the others
+        sb = np.sqrt(best)
+        for step in range(B):  # the nearest group first, then the others
             g = first if step == 0 else (step - 1 if step - 1 < first else step)
-            lb = dg[g] - grad[g]
-            if lb > 0.0 and lb * lb >= best:
+            reach = grad[g] + sb
+            if dg2[g] >= reach * reach:
                 continue
+            dg = np.sqrt(dg2[g])
             for p in range(offsets[g], offsets[g + 1]):
-                gap = dg[g] - pdist[p]
-                if gap * gap >= best:
-                    if pdist[p] > dg[g]:
-                        break  # members are sorted: every later one is farther still
+                if pdist[p] > dg + sb:
+                    break  # members are sorted by pdist: every later one is farther still
+                if pdist[p] < dg - sb:
                     continue
                 d = sqdist(X[i], pts[p])
                 n_eval += 1
                 if d < best:
                     best = d
                     arg = p
+                    sb = np.sqrt(best)
         if arg >= 0:
             mind2[i] = best
             label[i] = ids[arg]
@@ -88,7 +94,7 @@ def build_ball_index(points: np.ndarray, ids: np.ndarray | None = None, n_groups
     points = np.ascontiguousarray(points, dtype=np.float64)
     M = len(points)
     ids = np.arange(M, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
-    B = max(1, min(M, n_groups or int(np.sqrt(M))))
+    B = max(1, min(M, n_groups or int(1.0 * np.sqrt(M))))
     rng = np.random.default_rng([seed, 71])
     centres = points[rng.choice(M, B, replace=False)].copy()
     labels = np.zeros(M, dtype=np.int64)
@@ -167,14 +173,23 @@ def _gain(t, gcent, grad, offsets, pts, pdist, wts, d2, gmax, apply, gsum):
     return gain
 
 
+@njit(nogil=True, cache=True, parallel=True)
+def _trial_gains(trials, gcent, grad, offsets, pts, pdist, wts, d2, gmax, gsum, gains):
+    """Gains of the trial points, evaluated in parallel (read-only on the shared state). OUT: gains."""
+    for t in prange(trials.shape[0]):
+        gains[t] = _gain(trials[t], gcent, grad, offsets, pts, pdist, wts, d2, gmax, False, gsum)
+
+
 @njit(nogil=True, cache=True)
 def greedy_kmeanspp_indexed(gcent, grad, offsets, pts, pdist, wts, n_clusters, n_trials, key):
     """Weighted greedy k-means++ (Arthur & Vassilvitskii 2007; scikit-learn's greedy variant)
     on indexed points, exact, pruned with the ball partition.
 
     Each step draws ``n_trials`` candidates with probability proportional to
-    w d^2 and keeps the one that lowers sum w d^2 most. ``wts`` are the weights
-    of ``pts`` (index order). Returns the chosen positions (index order).
+    w d^2 and keeps the one that lowers sum w d^2 most (the first on ties).
+    ``wts`` are the weights of ``pts`` (index order). Returns the chosen
+    positions (index order). Runs on the driver; the trials of a step are
+    evaluated on all its cores, which does not change the result.
     """
     M = pts.shape[0]
     B = gcent.shape[0]
@@ -193,17 +208,15 @@ def greedy_kmeanspp_indexed(gcent, grad, offsets, pts, pdist, wts, n_clusters, n
             break
     chosen[0] = first
     _gain(first, gcent, grad, offsets, pts, pdist, wts, d2, gmax, True, gsum)
+    trials = np.empty(n_trials, dtype=np.int64)
+    gains = np.empty(n_trials)
     counter = 1
     for k in range(1, n_clusters):
-        best_gain = -1.0
-        best = chosen[k - 1]
         for t in range(n_trials):
-            cand = _draw_group_member(uniform(key, counter), gsum, offsets, wts, d2)
+            trials[t] = _draw_group_member(uniform(key, counter), gsum, offsets, wts, d2)
             counter += 1
-            gain = _gain(cand, gcent, grad, offsets, pts, pdist, wts, d2, gmax, False, gsum)
-            if gain > best_gain:
-                best_gain = gain
-                best = cand
+        _trial_gains(trials, gcent, grad, offsets, pts, pdist, wts, d2, gmax, gsum, gains)
+        best = trials[np.argmax(gains)]
         chosen[k] = best
         _gain(best, gcent, grad, offsets, pts, pdist, wts, d2, gmax, True, gsum)
     return chosen

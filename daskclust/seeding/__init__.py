@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidParameterError
-from .methods import afkmc2, kmeans_parallel, kmeanspp, random_rows
-from .ops import AssignOp, WeightTotalsOp
+from .methods import afkmc2, assign, kmeans_parallel, kmeanspp, random_rows
+from .ops import WeightTotalsOp
 
 SEEDINGS = {
     "k-means||": kmeans_parallel,
@@ -85,9 +85,8 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
                                         init_rounds=init_rounds, chain_length=chain_length)
         name = init
     else:
-        centres, name, n_dist = init, "array", 0
-        out = engine.map_reduce(AssignOp(centres))
-        qe, W, n_dist = out["qe"][0], out["W"][0], n_dist + int(out["n_dist"][0])
+        name = "array"
+        centres, qe, W, n_dist = assign(engine, init, seed)
     sigma2 = float(qe) / (data.n_features * float(W))
     return SeedResult(np.ascontiguousarray(centres, dtype=np.float64), sigma2, time.perf_counter() - t0,
                       int(n_dist), name)

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from ..kernels.ballindex import ball_nearest, build_ball_index, greedy_kmeanspp_indexed
+from ..kernels.ballindex import build_ball_index, greedy_kmeanspp_indexed
+from ..kernels.dense import greedy_kmeanspp_dense, pruning_fails
 from ..kernels.rng import stream_key
 from ..kernels.seeding import afkmc2_chains
 from .ops import (
@@ -18,6 +19,7 @@ from .ops import (
     BernoulliOp,
     DrawOp,
     MapLabelsOp,
+    NearestIndex,
     NearestUpdateOp,
     PotentialsOp,
     ProposalDrawOp,
@@ -29,6 +31,12 @@ def _n_trials(n_clusters: int) -> int:
     """Candidates per greedy k-means++ step: 2 + log(C), as in scikit-learn."""
     return 2 + int(math.log(n_clusters))
 
+
+PROBE_ROWS = 256
+"""Rows drawn (in proportion to w) to measure whether ball indexes prune on this data."""
+
+DENSE_SAMPLE = 32
+"""Where pruning fails, the k-means|| rounds see about DENSE_SAMPLE rows per cluster."""
 
 REDUCTION_TRIALS = 6
 """The k-means|| reduction tries REDUCTION_TRIALS * (2 + log C) candidates per greedy
@@ -42,8 +50,10 @@ def _draw_first(engine, seed: int) -> np.ndarray:
     return rows["X"][0]
 
 
-def _assign(engine, centres: np.ndarray, n_dist: int):
-    out = engine.map_reduce(AssignOp(centres))
+def assign(engine, centres: np.ndarray, seed: int, n_dist: int = 0):
+    """Last pass of a seeding: every row's exact nearest centre; returns (centres, qe, W, n_dist)."""
+    index = NearestIndex(centres, dense=pruning_fails(centres, seed), seed=seed)
+    out = engine.map_reduce(AssignOp(index))
     return centres, out["qe"][0], out["W"][0], n_dist + int(out["n_dist"][0])
 
 
@@ -51,7 +61,7 @@ def random_rows(engine, n_clusters: int, *, seed: int, **_):
     """C distinct rows drawn without replacement in proportion to their weights."""
     rows = engine.map_reduce(DrawOp(seed, 0, n_clusters, engine.data.n_features))
     order = np.argsort(rows["key"], kind="stable")
-    return _assign(engine, rows["X"][order], 0)
+    return assign(engine, rows["X"][order], seed)
 
 
 def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
@@ -60,7 +70,7 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
     D = engine.data.n_features
     centres = np.empty((n_clusters, D))
     centres[0] = _draw_first(engine, seed)
-    n_dist = int(engine.map_reduce(NearestUpdateOp(centres[:1], 0, 0, reset=True, seed=seed))["n_dist"][0])
+    n_dist = int(engine.map_reduce(NearestUpdateOp(NearestIndex(centres[:1]), 0, reset=True))["n_dist"][0])
     trials = _n_trials(n_clusters)
     for k in range(1, n_clusters):
         cands = engine.map_reduce(DrawOp(seed, k, trials, D, by_distance=True))["X"]
@@ -68,9 +78,9 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
             cands = centres[k - 1 : k]
         pots = engine.map_reduce(PotentialsOp(cands))
         centres[k] = cands[int(np.argmin(pots["pot"]))]
-        upd = engine.map_reduce(NearestUpdateOp(centres[k : k + 1], k, 0, seed=seed))
+        upd = engine.map_reduce(NearestUpdateOp(NearestIndex(centres[k : k + 1], k), 0))
         n_dist += int(pots["n_dist"][0] + upd["n_dist"][0])
-    return _assign(engine, centres, n_dist)
+    return assign(engine, centres, seed, n_dist)
 
 
 def kmeans_parallel(engine, n_clusters: int, *, seed: int, oversampling_factor: float = 2.0,
@@ -79,13 +89,20 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, oversampling_factor: 
 
     Round r keeps each row with probability min(1, l w d^2 / phi), l =
     oversampling_factor * C, phi = sum w d^2, then lowers d^2 with the new
-    candidates. The candidates, weighted by the mass of the rows nearest to
-    them, are reduced to C centres by weighted greedy k-means++ on the driver;
-    each row's seed centre is its nearest candidate's nearest centre.
+    candidates exactly. A probe of PROBE_ROWS rows decides how: ball indexes
+    where the triangle inequality prunes; otherwise matrix products, with the
+    rounds run on a uniform sample of DENSE_SAMPLE * C rows (weights scaled up)
+    since each candidate then costs a full distance for every row. The candidates, weighted by the mass
+    of the rows nearest to them, are reduced to C centres by weighted greedy
+    k-means++ on the driver; each row's seed centre is its nearest candidate's
+    nearest centre (with ball indexes) or found by an exact pass (matrix products).
     """
     D = engine.data.n_features
-    cands = _draw_first(engine, seed)[None, :]
-    out = engine.map_reduce(NearestUpdateOp(cands, 0, 1, reset=True, seed=seed))
+    probe = engine.map_reduce(DrawOp(seed, 0, PROBE_ROWS, D))
+    dense = pruning_fails(probe["X"], seed)
+    rate = min(1.0, DENSE_SAMPLE * n_clusters / engine.data.n_samples) if dense else 1.0
+    cands = probe["X"][np.argmin(probe["key"])][None, :]  # the first draw: a row drawn in proportion to w
+    out = engine.map_reduce(NearestUpdateOp(NearestIndex(cands, seed=seed), 1, reset=True, rate=rate, seed=seed))
     n_dist = int(out["n_dist"][0])
     ell = oversampling_factor * n_clusters
     for r in range(1, init_rounds + 1):
@@ -95,31 +112,42 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, oversampling_factor: 
         new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D))["X"]
         if len(new) == 0:
             continue
-        out = engine.map_reduce(NearestUpdateOp(new, len(cands), len(cands) + len(new), seed=seed))
+        index = NearestIndex(new, len(cands), dense=dense, seed=seed)
+        out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new)))
         cands = np.concatenate([cands, new])
         n_dist += int(out["n_dist"][0])
     mass = out["mass"]
     if len(mass) < len(cands):  # no round added rows after the first pass
         mass = np.pad(mass, (0, len(cands) - len(mass)))
-    centres, centre_of = _reduce_candidates(cands, mass, n_clusters, seed)
+    centres, centre_of = _reduce_candidates(cands, mass, n_clusters, seed, bool(dense))
     if centres is None:  # fewer distinct candidates than clusters: exact assignment instead
-        return _assign(engine, _complete(engine, cands, n_clusters, seed), n_dist)
+        return assign(engine, _complete(engine, cands, n_clusters, seed), seed, n_dist)
+    if dense:  # in many dimensions the nearest candidate's centre is often not the row's
+        return assign(engine, centres, seed, n_dist)
     mapped = engine.map_reduce(MapLabelsOp(centre_of, centres))
     return centres, mapped["qe"][0], mapped["W"][0], n_dist + int(mapped["n_dist"][0])
 
 
-def _reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed: int):
-    """Weighted greedy k-means++ on the candidates; also each candidate's nearest centre."""
+def _reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed: int, dense: bool):
+    """Weighted greedy k-means++ on the candidates; also each candidate's nearest centre.
+
+    With the ball index each step tries REDUCTION_TRIALS (2 + log C) candidates;
+    with matrix products, where a trial costs a pass over all candidates, 2 + log C.
+    """
     keep = mass > 0
     cands, mass = cands[keep], mass[keep]
     if len(cands) < n_clusters:
         return None, None
-    index = build_ball_index(cands, seed=seed)
-    trials = REDUCTION_TRIALS * _n_trials(n_clusters)
-    chosen = greedy_kmeanspp_indexed(*index[:5], mass[index[5]], n_clusters, trials, stream_key(seed, 21))
-    centres = index[3][chosen]
+    if dense:
+        centres = cands[greedy_kmeanspp_dense(cands, mass, n_clusters, _n_trials(n_clusters), seed)]
+    else:
+        index = build_ball_index(cands, seed=seed)
+        trials = REDUCTION_TRIALS * _n_trials(n_clusters)
+        chosen = greedy_kmeanspp_indexed(*index[:5], mass[index[5]], n_clusters, trials, stream_key(seed, 21))
+        centres = index[3][chosen]
     nearest = np.zeros(len(cands), dtype=np.int32)
-    ball_nearest(cands, *build_ball_index(centres, seed=seed), np.full(len(cands), np.inf), nearest)
+    NearestIndex(centres, dense=dense, seed=seed).search(np.ascontiguousarray(cands), np.full(len(cands), np.inf),
+                                                         nearest)
     centre_of = np.zeros(len(keep), dtype=np.int32)
     centre_of[np.flatnonzero(keep)] = nearest
     return centres, centre_of
@@ -153,4 +181,4 @@ def afkmc2(engine, n_clusters: int, *, seed: int, chain_length: int = 5, **_):
     centres = afkmc2_chains(first, np.ascontiguousarray(draws["X"][order]), draws["w"][order],
                             draws["key"][order], n_clusters, chain_length, key)
     n_dist = engine.data.n_samples + n_draws * n_clusters // 2
-    return _assign(engine, centres, n_dist)
+    return assign(engine, centres, seed, n_dist)

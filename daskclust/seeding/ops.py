@@ -14,16 +14,61 @@ import numpy as np
 
 from ..engine.ops import Chunk, add_arrays
 from ..kernels.ballindex import ball_nearest, build_ball_index
+from ..kernels.dense import dense_nearest
 from ..kernels.rng import stream_key
 from ..kernels.seeding import bernoulli_sample, exponential_keys, potentials, weighted_sum
 
 # Stream ids of the random streams drawn per chunk (keyed with seed, step, chunk).
-STREAM_DRAW, STREAM_BERNOULLI, STREAM_PROPOSAL = 11, 12, 13
+STREAM_DRAW, STREAM_BERNOULLI, STREAM_PROPOSAL, STREAM_SAMPLE = 11, 12, 13, 14
+
+
+class NearestIndex:
+    """Exact-nearest search over a set of points, as sent to the workers.
+
+    A ball index (:mod:`daskclust.kernels.ballindex`) where the triangle
+    inequality prunes (low intrinsic dimension), otherwise blocks of matrix
+    products (:mod:`daskclust.kernels.dense`). Points are numbered from ``offset``.
+    """
+
+    def __init__(self, points: np.ndarray, offset: int = 0, *, dense: bool = False, seed: int = 0):
+        self.offset = offset
+        self.dense = dense
+        if dense:
+            self.points = np.ascontiguousarray(points, dtype=np.float64)
+        else:
+            self.index = build_ball_index(points, offset + np.arange(len(points)), seed=seed + offset)
+
+    def search(self, X: np.ndarray, mind2: np.ndarray, label: np.ndarray) -> int:
+        """Lower ``mind2`` / ``label`` (IN/OUT) of each row of X; returns distances evaluated."""
+        if self.dense:
+            return dense_nearest(X, self.points, self.offset, mind2, label)
+        return ball_nearest(X, *self.index, mind2, label)
 
 
 def chunk_weights(chunk: Chunk) -> np.ndarray:
     """The chunk's weights, ones when unweighted."""
     return chunk.w if chunk.w.shape[0] else np.ones(chunk.n_rows)
+
+
+def start_sample(chunk: Chunk, rate: float, seed: int) -> None:
+    """Restrict the k-means|| rounds of this chunk to the rows drawn with probability ``rate``
+    (kept as state ``kpp_rows`` with their values; ``rate=1`` keeps every row)."""
+    for name in ("kpp_rows", "kpp_X", "kpp_w"):
+        chunk.state.pop(name, None)
+    if rate >= 1.0:
+        return
+    keys = exponential_keys(stream_key(seed, STREAM_SAMPLE, chunk.index), np.ones(chunk.n_rows))
+    rows = np.flatnonzero(keys < -np.log1p(-rate))  # P(-log u < t) = 1 - e^-t = rate
+    chunk.state["kpp_rows"] = rows
+    chunk.state["kpp_X"] = np.ascontiguousarray(chunk.X[rows])
+    chunk.state["kpp_w"] = chunk_weights(chunk)[rows] / rate
+
+
+def sample_view(chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
+    """The rows the k-means|| rounds see and their weights (scaled by 1 / rate when sampled)."""
+    if "kpp_rows" in chunk.state:
+        return chunk.state["kpp_X"], chunk.state["kpp_w"]
+    return chunk.X, chunk.w
 
 
 def empty_rows(n_features: int, dtype=np.float64) -> dict[str, np.ndarray]:
@@ -106,43 +151,37 @@ class DrawOp:
 
 @dataclass
 class NearestUpdateOp:
-    """Lower ``mind2`` / ``label`` with new candidates ``cands`` numbered from ``offset``.
+    """Lower ``mind2`` / ``label`` with the candidates of ``index`` (a :class:`NearestIndex`).
 
-    The candidates travel as a ball index (:mod:`daskclust.kernels.ballindex`),
-    so each row evaluates about sqrt(len(cands)) of them, exactly.
-    ``reset=True`` starts from +inf (first candidates). Returns phi = sum w mind2,
-    the weight of the rows nearest to each of the ``n_total`` candidates so far
-    (``mass``, for the k-means|| reduction; ``n_total=0`` skips it) and the
-    number of distances evaluated.
+    ``reset=True`` starts from +inf (first candidates) and, with ``rate`` < 1,
+    restricts this and the following k-means|| passes to a uniform sample of
+    the rows (weights scaled by 1 / rate, see :func:`start_sample`). Returns
+    phi = sum w mind2, the weight of the rows nearest to each of the
+    ``n_total`` candidates so far (``mass``, for the k-means|| reduction;
+    ``n_total=0`` skips it) and the number of distances evaluated.
     """
 
-    cands: np.ndarray
-    offset: int
+    index: NearestIndex
     n_total: int
     reset: bool = False
+    rate: float = 1.0
     seed: int = 0
-
-    def __post_init__(self):
-        ids = self.offset + np.arange(len(self.cands))
-        self.index = build_ball_index(self.cands, ids, seed=self.seed + self.offset)
-
-    def __getstate__(self):  # the index is what workers need; not the raw candidates twice
-        state = dict(self.__dict__)
-        state["cands"] = None
-        return state
 
     def new_acc(self):
         return {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
         if self.reset or "mind2" not in chunk.state:
-            chunk.state["mind2"] = np.full(chunk.n_rows, np.inf)
-            chunk.state["label"] = np.zeros(chunk.n_rows, dtype=np.int32)
+            start_sample(chunk, self.rate, self.seed)
+            n = len(sample_view(chunk)[0])
+            chunk.state["mind2"] = np.full(n, np.inf)
+            chunk.state["label"] = np.zeros(n, dtype=np.int32)
+        X, w = sample_view(chunk)
         mind2, label = chunk.state["mind2"], chunk.state["label"]
-        acc["n_dist"][0] += ball_nearest(chunk.X, *self.index, mind2, label)
-        acc["phi"][0] += weighted_sum(chunk.w, mind2)
+        acc["n_dist"][0] += self.index.search(X, mind2, label)
+        acc["phi"][0] += weighted_sum(w, mind2)
         if self.n_total:
-            acc["mass"] += np.bincount(label, weights=chunk_weights(chunk), minlength=self.n_total)
+            acc["mass"] += np.bincount(label, weights=w if w.shape[0] else None, minlength=self.n_total)
 
     merge = staticmethod(add_arrays)
 
@@ -161,7 +200,10 @@ class BernoulliOp:
 
     def run(self, chunk: Chunk, acc) -> None:
         key = stream_key(self.seed, STREAM_BERNOULLI, self.step, chunk.index)
-        local = bernoulli_sample(key, chunk.w, chunk.state["mind2"], self.scale)
+        _, w = sample_view(chunk)
+        local = bernoulli_sample(key, w, chunk.state["mind2"], self.scale)
+        if "kpp_rows" in chunk.state:
+            local = chunk.state["kpp_rows"][local]
         acc.update(merge_rows(dict(acc), rows_of(chunk, local)))
 
     merge = staticmethod(merge_rows)
@@ -187,18 +229,10 @@ class PotentialsOp:
 class AssignOp:
     """Exact nearest seed centre of every row -> state ``seed_label``; returns sum w d^2.
 
-    The centres travel as a ball index: about 2 sqrt(C) distances per row.
+    ``index`` is a :class:`NearestIndex` over the centres.
     """
 
-    centres: np.ndarray
-
-    def __post_init__(self):
-        self.index = build_ball_index(self.centres)
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["centres"] = None
-        return state
+    index: NearestIndex
 
     def new_acc(self):
         return {"qe": np.zeros(1), "W": np.zeros(1), "n_dist": np.zeros(1)}
@@ -206,7 +240,7 @@ class AssignOp:
     def run(self, chunk: Chunk, acc) -> None:
         labels = np.zeros(chunk.n_rows, dtype=np.int32)
         d2 = np.full(chunk.n_rows, np.inf)
-        acc["n_dist"][0] += ball_nearest(chunk.X, *self.index, d2, labels)
+        acc["n_dist"][0] += self.index.search(chunk.X, d2, labels)
         chunk.state["seed_label"] = labels
         _drop_seeding_state(chunk)
         acc["qe"][0] += weighted_sum(chunk.w, d2)
@@ -242,7 +276,7 @@ class MapLabelsOp:
 
 
 def _drop_seeding_state(chunk: Chunk) -> None:
-    for name in ("mind2", "label", "afk_d2"):
+    for name in ("mind2", "label", "afk_d2", "kpp_rows", "kpp_X", "kpp_w"):
         chunk.state.pop(name, None)
 
 
