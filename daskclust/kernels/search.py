@@ -62,19 +62,6 @@ def aggregate_pairs(keys, vals, wts, n):
 
 
 @njit(inline="always")
-def _grow(keys, vals, wts):
-    """Double the capacity of a pair buffer (keys, vals, wts), keeping its content."""
-    cap = 2 * keys.shape[0]
-    new_keys = np.empty(cap, dtype=np.int64)
-    new_vals = np.empty(cap)
-    new_wts = np.empty(cap)
-    new_keys[: keys.shape[0]] = keys
-    new_vals[: keys.shape[0]] = vals
-    new_wts[: keys.shape[0]] = wts
-    return new_keys, new_vals, new_wts
-
-
-@njit(inline="always")
 def _draw_from_row(row_idx, row_cdf, length, u):
     """Index drawn from the first ``length`` entries of a row by its cumulative weights."""
     lo = 0
@@ -118,9 +105,11 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     NEIGHBOURHOOD, seed 000 Eq. 8: for the point's closest cluster c_o and every
         other evaluated c~, the distance ||y - mu_c~|| weighted by w. Pairs with
         c~ in G_{c_o} are added to ``tsum`` / ``tcnt`` (C, G), IN/OUT, at the
-        slot of c~; other pairs are returned, and only when the distance is
-        below ``thresholds[c_o]`` (the largest estimate in G_{c_o}: a farther
-        pair could not enter it).
+        slot of c~; other pairs are returned, and only when the centres are
+        closer than ``thresholds[c_o]`` (the largest estimate in G_{c_o}: the
+        mean distance of points of c_o to a farther centre exceeds it, so such
+        a pair could not enter G_{c_o}). Deciding per pair, not per point, keeps
+        the recorded means unbiased.
     SAMPLED, seed 003 Eq. 12: for every pair i < j among the P = max(C', 2)
         closest evaluated clusters, w exp(-(d_i^2 + d_j^2 - 2 d_min^2) / 2 sigma^2):
         squared distances scaled by 2 sigma^2 and shifted by the point's best,
@@ -129,7 +118,8 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     Returns the returned pairs aggregated per key i * C + j: (keys ascending, sums, weights).
 
     The body is written out in one function on purpose: numba's inlined helpers
-    taking many arrays made this loop 3-5 times slower.
+    taking many arrays made this loop 3-5 times slower, and so did growing the
+    pair buffers inside it (hence one buffer sized for the worst case).
     """
     n, D = X.shape
     C = centres.shape[0]
@@ -146,9 +136,10 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     q = np.empty(P)
     draws_per_row = 4 * n_draws + n_explore
     n_pr = 0
-    pr_key = np.empty(16, dtype=np.int64)
-    pr_val = np.empty(16)
-    pr_wt = np.empty(16)
+    per_row = max(cap, P * (P - 1) // 2) if collect else 0  # at most this many pairs per row
+    pr_key = np.empty(n * per_row, dtype=np.int64)
+    pr_val = np.empty(n * per_row)
+    pr_wt = np.empty(n * per_row)
     tw = tl = tq = 0.0
     nd = ch = 0
     for i in range(n):
@@ -245,27 +236,23 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
                 c = cand[t]
                 if c == bc:
                     continue
-                d = np.sqrt(d2[t])
                 slot = -1
                 for g in range(1, G):
                     if neighbours[bc, g] == c:
                         slot = g
                         break
                 if slot >= 0:
+                    d = np.sqrt(d2[t])
                     tsum[bc, slot] += wi * d
                     tcnt[bc, slot] += wi
-                elif d < thresholds[bc]:
-                    if n_pr == pr_key.shape[0]:
-                        pr_key, pr_val, pr_wt = _grow(pr_key, pr_val, pr_wt)
+                elif sqdist(centres[bc], centres[c]) < thresholds[bc] * thresholds[bc]:
                     pr_key[n_pr] = bc * C + c
-                    pr_val[n_pr] = wi * d
+                    pr_val[n_pr] = wi * np.sqrt(d2[t])
                     pr_wt[n_pr] = wi
                     n_pr += 1
         else:
             for a in range(size):
                 for b in range(a + 1, size):
-                    if n_pr == pr_key.shape[0]:
-                        pr_key, pr_val, pr_wt = _grow(pr_key, pr_val, pr_wt)
                     pr_key[n_pr] = min(sel_c[a], sel_c[b]) * C + max(sel_c[a], sel_c[b])
                     pr_val[n_pr] = wi * np.exp(-(sel_d[a] + sel_d[b] - 2.0 * bd) * inv_two_s2)
                     pr_wt[n_pr] = wi

@@ -100,9 +100,10 @@ class EstimatedSearch(Search):
     """seed 000 Alg. 2: G_c from the mean distance of c~ to the points closest to c (Eq. 8).
 
     Starts from the exact neighbours of the seeds (computed once). Pairs
-    outside the current G_c are only recorded when closer than the largest
-    estimate in G_c, the only ones that could enter it, so the statistics
-    stay O(C G) per iteration instead of growing with the exploratory draws.
+    outside the current G_c are only recorded when their centres are closer
+    than the largest estimate in G_c, the only ones that could enter it, so
+    the statistics stay O(C G) per iteration instead of growing with the
+    exploratory draws.
     """
 
     mode = "neighbourhood"
