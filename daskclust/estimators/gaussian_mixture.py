@@ -28,7 +28,7 @@ class GaussianMixture(TruncatedEMEstimator):
     n_truncated : int or None, default=5
         C', components kept per point; None = all (exact EM, whatever ``search``).
     search, n_neighbors, n_explore, n_init_esteps, n_samples
-        As in :class:`daskclust.KMeans` (defaults "estimated", 5, 1, 2, 5).
+        As in :class:`daskclust.KMeans` (defaults "estimated", 5, 1, 0, 5).
     reg_covar : float, default=1e-6
         Added to sigma^2 after every M-step (as scikit-learn's ``reg_covar``).
     init, max_iter, tol, random_state, oversampling_factor, init_rounds, chain_length,
@@ -55,7 +55,7 @@ class GaussianMixture(TruncatedEMEstimator):
     }
 
     def __init__(self, n_components=1, *, n_truncated=5, search="estimated", n_neighbors=5, n_explore=1,
-                 n_init_esteps=2, n_samples=5, reg_covar=1e-6, init="k-means||", max_iter=100, tol=1e-5,
+                 n_init_esteps=0, n_samples=5, reg_covar=1e-6, init="k-means||", max_iter=100, tol=1e-5,
                  random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None,
                  memory_budget=None, scheduler_address=None, verbose=0, callback=None):
         self.n_components = n_components
