@@ -28,19 +28,6 @@ def new_stats(n_clusters: int, n_features: int) -> dict[str, np.ndarray]:
     }
 
 
-def merge_pairs(a: tuple, b: tuple) -> tuple:
-    """Sum two sets of pair statistics (keys, sums, weights), keys unique and ascending."""
-    if len(a[0]) == 0:
-        return b
-    if len(b[0]) == 0:
-        return a
-    keys = np.concatenate([a[0], b[0]])
-    unique, inverse = np.unique(keys, return_inverse=True)
-    sums = np.bincount(inverse, weights=np.concatenate([a[1], b[1]]), minlength=len(unique))
-    wts = np.bincount(inverse, weights=np.concatenate([a[2], b[2]]), minlength=len(unique))
-    return unique, sums, wts
-
-
 def initial_sets(chunk: Chunk, init_sets: np.ndarray) -> np.ndarray:
     """K(n) before the first E-step: the row of ``init_sets`` of each row's seed centre
     (the seed centre, then its nearest centres); -1 (unknown) where no seed is known."""
@@ -71,7 +58,7 @@ class EStepOp:
     def new_acc(self) -> dict:
         acc = new_stats(*self.centres.shape)
         if self.search.collect:
-            acc["pairs"] = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0))
+            acc["pairs"] = []
             if self.search.mode == "neighbourhood":
                 acc["tsum"] = np.zeros(self.search.neighbours.shape)
                 acc["tcnt"] = np.zeros(self.search.neighbours.shape)
@@ -99,7 +86,7 @@ class EStepOp:
                                     neighbours, thresholds, *rows, s.n_draws, s.n_explore, key, s.collect, *stats,
                                     tsum, tcnt)
             if s.collect:
-                acc["pairs"] = merge_pairs(acc["pairs"], pairs)
+                acc["pairs"].append(pairs)
         if self.keep_state:
             chunk.state["K"] = K
 
@@ -107,7 +94,7 @@ class EStepOp:
     def merge(a: dict, b: dict) -> dict:
         for name, value in b.items():
             if name == "pairs":
-                a[name] = merge_pairs(a[name], value)
+                a[name] = a[name] + value
             else:
                 a[name] += value
         return a

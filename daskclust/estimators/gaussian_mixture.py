@@ -31,7 +31,12 @@ class GaussianMixture(TruncatedEMEstimator):
         As in :class:`daskclust.KMeans` (defaults "estimated", 5, 1, 0, 5).
     reg_covar : float, default=1e-6
         Added to sigma^2 after every M-step (as scikit-learn's ``reg_covar``).
-    init, max_iter, tol, random_state, oversampling_factor, init_rounds, chain_length,
+    tol : float, default=1e-4
+        Stop when the free energy per point changes by at most ``tol`` relatively
+        (about 7e-4 absolute on the BIRCH grid, scikit-learn's GaussianMixture
+        stops at 1e-3 absolute). Measured on BIRCH C = 1024 (3 seeds): 4 iterations
+        instead of 8 with 1e-5, quantization error 0.02 % higher.
+    init, max_iter, random_state, oversampling_factor, init_rounds, chain_length,
     chunk_rows, memory_budget, scheduler_address, verbose, callback
         As in :class:`daskclust.KMeans` (default ``max_iter=100``).
 
@@ -55,7 +60,7 @@ class GaussianMixture(TruncatedEMEstimator):
     }
 
     def __init__(self, n_components=1, *, n_truncated=5, search="estimated", n_neighbors=5, n_explore=1,
-                 n_init_esteps=0, n_samples=5, reg_covar=1e-6, init="k-means||", max_iter=100, tol=1e-5,
+                 n_init_esteps=0, n_samples=5, reg_covar=1e-6, init="k-means||", max_iter=100, tol=1e-4,
                  random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None,
                  memory_budget=None, scheduler_address=None, verbose=0, callback=None):
         self.n_components = n_components

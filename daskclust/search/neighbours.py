@@ -94,3 +94,19 @@ def estimated_neighbours(prev: np.ndarray, tsum: np.ndarray, tcnt: np.ndarray,
     means = np.concatenate([means, sums[ok] / counts[ok]])
     order = np.lexsort((cols, means, rows))
     return _select_rows(C, G, rows[order].astype(np.int64), cols[order].astype(np.int64), means[order], prev)
+
+
+def sum_pairs(parts: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sum the pair statistics of several chunks: (keys unique ascending, sums, weights).
+
+    Chunks' pair lists travel up the merge tree as a list and are summed once,
+    on the driver, instead of at every merge.
+    """
+    parts = [p for p in parts if len(p[0])]
+    if not parts:
+        return np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
+    keys = np.concatenate([p[0] for p in parts])
+    unique, inverse = np.unique(keys, return_inverse=True)
+    sums = np.bincount(inverse, weights=np.concatenate([p[1] for p in parts]), minlength=len(unique))
+    wts = np.bincount(inverse, weights=np.concatenate([p[2] for p in parts]), minlength=len(unique))
+    return unique, sums, wts

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .neighbours import estimated_neighbours, exact_neighbours
+from .neighbours import estimated_neighbours, exact_neighbours, sum_pairs
 
 EMPTY_PAIRS = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0))
 
@@ -122,7 +122,7 @@ class EstimatedSearch(Search):
 
     def update(self, acc, centres, sigma2):
         self.neighbours, self.thresholds = estimated_neighbours(self.neighbours, acc["tsum"], acc["tcnt"],
-                                                                acc["pairs"])
+                                                                sum_pairs(acc["pairs"]))
 
 
 class SampledSearch(Search):
@@ -155,7 +155,7 @@ class SampledSearch(Search):
                              row_cdf=self.row_cdf, row_len=self.row_len, n_draws=self.config.n_samples)
 
     def update(self, acc, centres, sigma2):
-        keys, vals, _ = acc["pairs"]
+        keys, vals, _ = sum_pairs(acc["pairs"])
         if len(keys) == 0:
             return
         C, L = self.row_idx.shape
