@@ -20,6 +20,9 @@ from pathlib import Path
 SUITES = {
     "overhead": "daskclust.bench.overhead",
     "seeding": "daskclust.bench.seeding",
+    "paper": "daskclust.bench.paper",
+    "wallclock": "daskclust.bench.wallclock",
+    "scaling": "daskclust.bench.scaling",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
 

@@ -201,6 +201,11 @@ class Engine:
         self.pass_seconds += time.perf_counter() - t0
         return result
 
+    def reorder(self, name: str) -> None:
+        """Sort each chunk's rows on its worker by the per-row state ``name`` (see ``Shard.reorder``)."""
+        for f in [s.reorder(name) for s in self.shards]:
+            f.result()
+
     def get_state(self, name: str) -> dict[int, np.ndarray]:
         """Gather one per-chunk state array from every shard (checkpoints only)."""
         out: dict[int, np.ndarray] = {}

@@ -22,7 +22,8 @@ class Chunk:
     X : (n, D) float32/float64 rows; w : (n,) float64 weights or a (0,) array
     (unweighted); state : per-chunk arrays kept on the worker between passes
     (K(n), distances to the nearest seed, ...), which the operation may read,
-    replace or add to.
+    replace or add to; perm : the worker's row order (local row i is row
+    ``perm[i]`` of the chunk in the source), None when unchanged.
     """
 
     index: int
@@ -30,10 +31,16 @@ class Chunk:
     X: np.ndarray
     w: np.ndarray
     state: dict[str, np.ndarray] = field(default_factory=dict)
+    perm: np.ndarray | None = None
 
     @property
     def n_rows(self) -> int:
         return self.X.shape[0]
+
+    def source_rows(self, local: np.ndarray) -> np.ndarray:
+        """Global row indices (in the source) of local rows."""
+        local = np.asarray(local, dtype=np.int64)
+        return self.start + (local if self.perm is None else self.perm[local].astype(np.int64))
 
 
 class ChunkOp(Protocol):

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
+from ..kernels.estep import insert_sorted
 from ..kernels.search import centre_neighbours
 
 ROWS_PER_TASK = 256
@@ -31,43 +32,46 @@ def exact_neighbours(centres: np.ndarray, n_neighbors: int) -> tuple[np.ndarray,
 
 
 @njit(cache=True)
-def _select_rows(n_clusters, G, rows, cols, means, prev):
-    """Per row: itself, then the G - 1 candidates of smallest mean (rows/means sorted by
-    (row, mean)), topped up from the previous table. Returns (table, thresholds)."""
-    table = np.empty((n_clusters, G), dtype=np.int32)
-    thresholds = np.full(n_clusters, np.inf)
+def _estimated_table(prev, tsum, tcnt, keys, sums, counts):
+    """Per cluster c: itself, then the G - 1 estimated neighbours of smallest mean distance,
+    topped up from the previous G_c. ``keys`` (c * C + c~) are ascending. Returns
+    (table, thresholds): the largest mean kept, inf where the table had to be topped up."""
+    C, G = prev.shape
+    table = np.empty((C, G), dtype=np.int32)
+    thresholds = np.full(C, np.inf)
+    sel_d = np.empty(max(G - 1, 1))
+    sel_c = np.empty(max(G - 1, 1), dtype=np.int64)
     pos = 0
-    n = rows.shape[0]
-    for c in range(n_clusters):
-        table[c, 0] = c
-        size = 1
-        largest = 0.0
-        while pos < n and rows[pos] < c:
-            pos += 1
-        while pos < n and rows[pos] == c:
-            if size < G and cols[pos] != c:
-                table[c, size] = cols[pos]
-                largest = means[pos]
-                size += 1
-            pos += 1
-        complete = size == G
+    for c in range(C):
+        size = 0
         for g in range(1, G):
-            if size == G:
+            if tcnt[c, g] > 0:
+                size = insert_sorted(sel_d, sel_c, size, G - 1, tsum[c, g] / tcnt[c, g], prev[c, g])
+        while pos < keys.shape[0] and keys[pos] // C < c:
+            pos += 1
+        while pos < keys.shape[0] and keys[pos] // C == c:
+            if counts[pos] > 0:
+                size = insert_sorted(sel_d, sel_c, size, G - 1, sums[pos] / counts[pos], keys[pos] % C)
+            pos += 1
+        table[c, 0] = c
+        for t in range(size):
+            table[c, t + 1] = sel_c[t]
+        filled = size + 1
+        if filled == G and G > 1:
+            thresholds[c] = sel_d[size - 1]
+        for g in range(1, G):  # top up from the previous neighbourhood
+            if filled == G:
                 break
-            cand = prev[c, g]
             seen = False
-            for t in range(size):
-                if table[c, t] == cand:
+            for t in range(filled):
+                if table[c, t] == prev[c, g]:
                     seen = True
                     break
             if not seen:
-                table[c, size] = cand
-                size += 1
-        if size < G:  # previous table exhausted too (tiny C): repeat the last entry
-            for t in range(size, G):
-                table[c, t] = table[c, size - 1]
-        if complete:
-            thresholds[c] = largest
+                table[c, filled] = prev[c, g]
+                filled += 1
+        for t in range(filled, G):  # previous table exhausted too (tiny C): repeat the last entry
+            table[c, t] = table[c, filled - 1]
     return table, thresholds
 
 
@@ -76,24 +80,15 @@ def estimated_neighbours(prev: np.ndarray, tsum: np.ndarray, tcnt: np.ndarray,
     """G_c from the estimates d_cc~ = mean distance of c~ to the points closest to c (seed 000 Eq. 8).
 
     ``tsum``/``tcnt`` hold the sums for the pairs (c, prev[c, g]); ``pairs`` the
-    other pairs as (c * C + c~, sum, count). Clusters with fewer than G - 1
-    estimates keep entries of their previous G_c (seed 000: clusters no point
-    estimates keep their previous neighbourhood). Returns the table and, per
-    cluster, the largest estimate it holds (inf when topped up), the bound
-    above which the next E-step does not record pairs.
+    other pairs as (c * C + c~ ascending, sum, count). Clusters with fewer than
+    G - 1 estimates keep entries of their previous G_c (seed 000: clusters no
+    point estimates keep their previous neighbourhood). Returns the table and,
+    per cluster, the largest estimate it holds (inf when topped up), the bound
+    on centre distances above which the next E-step does not record pairs.
+    O(C G + pairs) on the driver.
     """
-    C, G = prev.shape
-    has = tcnt[:, 1:] > 0
-    rows = np.broadcast_to(np.arange(C)[:, None], (C, G - 1))[has]
-    cols = prev[:, 1:][has]
-    means = tsum[:, 1:][has] / tcnt[:, 1:][has]
     keys, sums, counts = pairs
-    ok = counts > 0
-    rows = np.concatenate([rows, keys[ok] // C])
-    cols = np.concatenate([cols, keys[ok] % C])
-    means = np.concatenate([means, sums[ok] / counts[ok]])
-    order = np.lexsort((cols, means, rows))
-    return _select_rows(C, G, rows[order].astype(np.int64), cols[order].astype(np.int64), means[order], prev)
+    return _estimated_table(prev, tsum, tcnt, keys, sums, counts)
 
 
 def sum_pairs(parts: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

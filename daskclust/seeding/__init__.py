@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError
 from .methods import afkmc2, assign, kmeans_parallel, kmeanspp, random_rows
-from .ops import WeightTotalsOp
+from .ops import RelabelOp, WeightTotalsOp
 
 SEEDINGS = {
     "k-means||": kmeans_parallel,
@@ -88,5 +88,32 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
         name = "array"
         centres, qe, W, n_dist = assign(engine, init, seed)
     sigma2 = float(qe) / (data.n_features * float(W))
+    if name != "array":  # a drawn seeding's numbering is arbitrary: make it spatial (the caller's is kept)
+        order = spatial_order(centres)
+        engine.map_reduce(RelabelOp(np.argsort(order).astype(np.int32)))
+        centres = centres[order]
     return SeedResult(np.ascontiguousarray(centres, dtype=np.float64), sigma2, time.perf_counter() - t0,
                       int(n_dist), name)
+
+
+def spatial_order(centres: np.ndarray, leaf: int = 8) -> np.ndarray:
+    """A numbering of the centres in which near centres get near numbers (kd-tree leaf order:
+    split at the median of the widest coordinate, recursively).
+
+    Neighbourhoods G_c then point to nearby memory, so the E-step kernels touch
+    few cache lines per point; the numbering of clusters is otherwise arbitrary.
+    """
+    out = []
+    stack = [np.arange(len(centres))]
+    while stack:
+        idx = stack.pop()
+        if len(idx) <= leaf:
+            out.append(idx)
+            continue
+        pts = centres[idx]
+        dim = int(np.argmax(pts.max(axis=0) - pts.min(axis=0)))
+        order = np.argsort(pts[:, dim], kind="stable")
+        half = len(idx) // 2
+        stack.append(idx[order[half:]])
+        stack.append(idx[order[:half]])
+    return np.concatenate(out)

@@ -83,7 +83,7 @@ def empty_rows(n_features: int, dtype=np.float64) -> dict[str, np.ndarray]:
 
 def rows_of(chunk: Chunk, local: np.ndarray, keys: np.ndarray | None = None) -> dict[str, np.ndarray]:
     return {
-        "row": chunk.start + local.astype(np.int64),
+        "row": chunk.source_rows(local),
         "X": chunk.X[local].astype(np.float64),
         "w": chunk_weights(chunk)[local].astype(np.float64),
         "key": np.zeros(len(local)) if keys is None else keys,
@@ -271,6 +271,22 @@ class MapLabelsOp:
         acc["qe"][0] += weighted_sum(chunk.w, d2)
         acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
         acc["n_dist"][0] += chunk.n_rows
+
+    merge = staticmethod(add_arrays)
+
+
+@dataclass
+class RelabelOp:
+    """seed_label = new_of_old[seed_label]: the seeds renumbered (see ``spatial_order``)."""
+
+    new_of_old: np.ndarray
+
+    def new_acc(self):
+        return {"rows": np.zeros(1)}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        chunk.state["seed_label"] = self.new_of_old[chunk.state["seed_label"]]
+        acc["rows"][0] += chunk.n_rows
 
     merge = staticmethod(add_arrays)
 
