@@ -73,3 +73,12 @@ def daskclust_fit(estimator, X, client) -> dict:
     return {"qe": exact_qe(X, model.centres_), "seconds": model.fit_time_, "seeding_s": model.seeding_time_,
             "n_iter": model.n_iter_, "iter_ms": 1e3 * float(np.median([r["seconds"] for r in rows])),
             "speedup": float(np.mean([r["distance_speedup"] for r in rows])), "model": model}
+
+
+def warm_up(X, client) -> None:
+    """Load the compiled kernels for this dtype and dimension on the workers before timing."""
+    sample = X[: min(len(X), 5000)]
+    from .. import GaussianMixture, KMeans
+
+    for estimator in (KMeans(32, random_state=0), GaussianMixture(32, random_state=0)):
+        estimator.fit(sample, client=client)

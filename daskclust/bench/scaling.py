@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import KMeans
 from .data import birch_array
-from .measure import daskclust_fit
+from .measure import daskclust_fit, warm_up
 from .runner import Table
 
 COMMAND = "daskclust bench --suite scaling"
@@ -25,7 +25,7 @@ def run(client, sizes=(256, 1024, 4096, 16384)) -> Table:
         ["C", "points / cluster", "time / iteration (ms)", "iterations", "seeding s", "fit s",
          "distance speedup", "vs C=256"],
     )
-    KMeans(16, random_state=0).fit(birch_array(16)[0], client=client)
+    warm_up(birch_array(64)[0], client)
     base = None
     for C in sizes:
         X, _ = birch_array(C, points=N // C)

@@ -1,10 +1,10 @@
 """The iterative engine: chunks placed on workers once, passes run by actors.
 
-Per pass the driver sends one small operation (parameters included) to each
-worker's :class:`Shard`; every shard folds its chunks into one accumulator,
-keeping per-chunk state beside the chunk; the accumulators are merged as a
-binary tree worker-to-worker; the driver receives only the root. Nothing of
-size N travels to the driver.
+Per pass the driver sends one small operation (parameters included) to the
+root :class:`Shard`, which forwards it down a binary tree of shards, worker to
+worker; every shard folds its chunks into one accumulator, keeping per-chunk
+state beside the chunk; accumulators are merged on the way back up and the
+driver receives only the root's. Nothing of size N travels to the driver.
 """
 
 from __future__ import annotations
@@ -185,18 +185,7 @@ class Engine:
     def map_reduce(self, op: ChunkOp) -> Any:
         """Run ``op`` over every chunk and return the tree-merged accumulator."""
         t0 = time.perf_counter()
-        if len(self.shards) == 1:
-            result = self.shards[0].run_and_take(op).result()
-        else:
-            for f in [s.run(op) for s in self.shards]:
-                f.result()
-            level = list(self.shards)
-            while len(level) > 1:
-                pairs = [(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-                for f in [a.absorb(b) for a, b in pairs]:
-                    f.result()
-                level = [a for a, _ in pairs] + ([level[-1]] if len(level) % 2 else [])
-            result = level[0].take().result()
+        result = self.shards[0].run_tree(op, self.shards[1:]).result()
         self.n_passes += 1
         self.pass_seconds += time.perf_counter() - t0
         return result

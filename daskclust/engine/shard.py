@@ -77,8 +77,6 @@ class Shard:
         self._slots: dict[int, _Slot] = {}
         self._nthreads = _worker_threads()
         self._pool = ThreadPoolExecutor(self._nthreads, thread_name_prefix="daskclust-shard")
-        self._op: ChunkOp | None = None
-        self._acc: Any = None
 
     # ------------------------------------------------------------------ chunks
     def attach(self, specs: list[tuple[int, int, int]], x_refs=None, w_refs=None) -> int:
@@ -155,8 +153,23 @@ class Shard:
                 )
 
     # ------------------------------------------------------------------ passes
-    def run(self, op: ChunkOp) -> None:
-        """Fold every chunk into the shard's accumulator with ``op`` (kept here)."""
+    def run_tree(self, op: ChunkOp, others: list) -> Any:
+        """Run ``op`` over this shard's chunks and the subtree of shards ``others``; return the merge.
+
+        ``others`` is split in two halves; the head of each half is asked (directly,
+        worker to worker) to run its half before this shard starts on its own
+        chunks, so the whole tree works at once and the merged result flows back
+        up: one call from the driver per pass, depth log2(workers).
+        """
+        halves = [others[: len(others) // 2], others[len(others) // 2:]]
+        pending = [half[0].run_tree(op, half[1:]) for half in halves if half]
+        acc = self.run_local(op)
+        for future in pending:
+            acc = op.merge(acc, future.result())
+        return acc
+
+    def run_local(self, op: ChunkOp) -> Any:
+        """Fold every chunk of this shard into one accumulator with ``op``."""
         order = sorted(self._slots)
         nthreads = max(1, min(self._nthreads, len(order)))
         groups = [order[t::nthreads] for t in range(nthreads)]
@@ -164,13 +177,7 @@ class Shard:
             accs = [self._run_group(op, groups[0])]
         else:
             accs = list(self._pool.map(lambda g: self._run_group(op, g), groups))
-        self._op = op
-        self._acc = tree_merge(op, accs)
-
-    def run_and_take(self, op: ChunkOp) -> Any:
-        """``run`` then ``take`` in one call (single-shard clusters)."""
-        self.run(op)
-        return self.take()
+        return tree_merge(op, accs)
 
     def _run_group(self, op: ChunkOp, indices: list[int]) -> Any:
         acc = op.new_acc()
@@ -202,15 +209,6 @@ class Shard:
                 if slot.w is not None and slot.w.shape[0]:
                     slot.w = slot.w[order]
 
-    def absorb(self, other) -> None:
-        """Merge another shard's accumulator into this one (a node of the tree)."""
-        theirs = other.take().result()
-        self._acc = self._op.merge(self._acc, theirs)
-
-    def take(self) -> Any:
-        acc, self._acc = self._acc, None
-        return acc
-
     # ------------------------------------------------------------------ state
     def get_state(self, name: str) -> dict[int, np.ndarray]:
         """The per-chunk state array ``name`` of every chunk held (for checkpoints)."""
@@ -222,5 +220,4 @@ class Shard:
 
     def close(self) -> None:
         self._slots.clear()
-        self._acc = None
         self._pool.shutdown(wait=False)
