@@ -27,5 +27,13 @@ class CheckpointError(DaskclustError, RuntimeError):
     """A checkpoint cannot be written or is incomplete / inconsistent."""
 
 
+class WorkerLost(DaskclustError, RuntimeError):
+    """A worker holding chunks left the cluster during a pass; the fit recovers from it."""
+
+    def __init__(self, addresses: list[str]):
+        self.addresses = list(addresses)
+        super().__init__(f"lost worker(s) {', '.join(self.addresses)} during a pass")
+
+
 class ModelStoreError(DaskclustError, OSError):
     """A saved model cannot be read (missing, truncated or of another kind)."""

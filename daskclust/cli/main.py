@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from ..errors import DaskclustError
+from ..errors import DaskclustError, InvalidParameterError
 
-ALGORITHMS = ("kmeans", "gmm")
+ALGORITHMS = {"kmeans": "KMeans", "gmm": "GaussianMixture"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,10 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("--overwrite", action="store_true")
 
     fit = sub.add_parser("fit", help="fit a model on a zarr store and save it")
-    fit.add_argument("data", help="zarr store path or fsspec URL")
+    fit.add_argument("data", nargs="?", help="zarr store path or fsspec URL (with --resume: default the "
+                     "checkpoint's data)")
     fit.add_argument("--array", default=None, help="array inside the zarr group (default: X)")
-    fit.add_argument("--clusters", type=int, required=True, help="number of clusters C")
-    fit.add_argument("--algorithm", choices=ALGORITHMS, default="kmeans")
+    fit.add_argument("--clusters", type=int, default=None, help="number of clusters C")
+    fit.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="kmeans")
     fit.add_argument("--init", default="k-means||")
     fit.add_argument("--max-iter", type=int, default=None)
     fit.add_argument("--tol", type=float, default=1e-5)
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--scheduler", default=None, help="address of a Dask scheduler (default: a LocalCluster)")
     fit.add_argument("--output", required=True, help="where to save the model (zarr)")
     fit.add_argument("--quiet", action="store_true", help="no progress display")
+    fit.add_argument("--checkpoint", default=None, help="directory for checkpoints of the running fit")
+    fit.add_argument("--checkpoint-every", type=int, default=10, help="iterations between checkpoints")
+    fit.add_argument("--resume", default=None, help="continue from this checkpoint (or checkpoint directory), "
+                     "with its parameters and data")
+    fit.add_argument("--state", choices=("memory", "zarr"), default="memory",
+                     help="keep the per-row state K(n) in worker memory or in a zarr store")
 
     predict = sub.add_parser("predict", help="write the label of every row to a zarr store")
     predict.add_argument("model")
@@ -87,26 +94,42 @@ def cmd_make_data(args) -> int:
     return 0
 
 
-def make_estimator(algorithm: str, n_clusters: int, **params):
+def make_estimator(kind: str, n_clusters: int | None = None, **params):
+    """An estimator of class ``kind`` ("KMeans" / "GaussianMixture") with these parameters."""
     from .. import GaussianMixture, KMeans
 
-    if algorithm == "kmeans":
-        return KMeans(n_clusters, **params)
-    return GaussianMixture(n_clusters, **params)
+    cls = {"KMeans": KMeans, "GaussianMixture": GaussianMixture}[kind]
+    if n_clusters is not None:
+        params[{"KMeans": "n_clusters", "GaussianMixture": "n_components"}[kind]] = n_clusters
+    return cls(**params)
 
 
 def cmd_fit(args) -> int:
-    params = dict(init=args.init, tol=args.tol, random_state=args.seed, chunk_rows=args.chunk_rows,
-                  memory_budget=args.memory_budget, scheduler_address=args.scheduler,
-                  verbose=0 if args.quiet else 1)
-    if args.max_iter is not None:
-        params["max_iter"] = args.max_iter
-    model = make_estimator(args.algorithm, args.clusters, **params)
+    from ..checkpoint import load as load_checkpoint
     from ..data import open_zarr_array
 
-    model.fit(open_zarr_array(args.data, args.array))
+    if args.resume:
+        meta = load_checkpoint(args.resume).meta
+        model = make_estimator(meta["kind"], **{**meta["params"], "verbose": 0 if args.quiet else 1,
+                                                "scheduler_address": args.scheduler})
+        source = meta.get("source") or {}
+        url, array = (args.data, args.array) if args.data else (source.get("url"), source.get("array"))
+        if url is None:
+            raise InvalidParameterError("the checkpoint does not record where its data is: pass DATA")
+    else:
+        if args.data is None or args.clusters is None:
+            raise InvalidParameterError("fit needs DATA and --clusters (or --resume CHECKPOINT)")
+        params = dict(init=args.init, tol=args.tol, random_state=args.seed, chunk_rows=args.chunk_rows,
+                      memory_budget=args.memory_budget, scheduler_address=args.scheduler, state=args.state,
+                      verbose=0 if args.quiet else 1)
+        if args.max_iter is not None:
+            params["max_iter"] = args.max_iter
+        model = make_estimator(ALGORITHMS[args.algorithm], n_clusters=args.clusters, **params)
+        url, array = args.data, args.array
+    model.fit(open_zarr_array(url, array), checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+              resume=args.resume)
     model.save(args.output)
-    print(f"saved {type(model).__name__} with {args.clusters} clusters to {args.output}")
+    print(f"saved {type(model).__name__} with {model.centres_.shape[0]} clusters to {args.output}")
     return 0
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..checkpoint import LoopState
 from ..kernels.estep import CHANGED, NDIST, QE, W
 from ..search import Search
 from .estep_op import EStepOp
@@ -77,22 +78,29 @@ def converged(prev: float | None, current: float, tol: float) -> bool:
     return abs(current - prev) <= tol * max(abs(current), abs(prev), np.finfo(float).tiny)
 
 
-def run_em(engine, centres: np.ndarray, sigma2: float, settings: EMSettings, search: Search,
-           report: Callable[[dict], None] | None = None) -> EMResult:
-    """Iterate E-step passes and M-steps from ``centres`` / ``sigma2`` until convergence.
+def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
+           report: Callable[[dict], None] | None = None, checkpointer=None) -> EMResult:
+    """Iterate E-step passes and M-steps from ``start`` until convergence.
+
+    A fresh fit starts at iteration 0 (the search strategy is started from the
+    seeds); a resumed one at the checkpoint's iteration, with the search
+    strategy restored by the caller. With a ``checkpointer``, the loop state is
+    saved before every E-step whose index is a multiple of its period.
 
     The k-means free energy (seed 004 Eq. 15) is the truncated free energy (Eq. 7)
     after the M-step's variance update; during the initial E-steps, which have
     no M-step, Eq. 7 at the current parameters is reported, so the history
     never decreases either way.
     """
+    centres, sigma2, prev_f = start.centres, start.sigma2, start.prev_f
     C, D = centres.shape
     n_samples = engine.data.n_samples
-    history: list[dict] = []
-    prev_f = None
+    history: list[dict] = list(start.history)
     first_m = settings.n_init_esteps
-    search.start(centres, sigma2)
-    for t in range(first_m + settings.max_iter + 1):
+    if start.iteration == 0:
+        search.start(centres, sigma2)
+    done = False
+    for t in range(start.iteration, first_m + settings.max_iter + 1):
         t0 = time.perf_counter()
         op = EStepOp(centres, sigma2, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
         acc = engine.map_reduce(op)
@@ -117,13 +125,16 @@ def run_em(engine, centres: np.ndarray, sigma2: float, settings: EMSettings, sea
             "seconds": time.perf_counter() - t0,
         }
         history.append(row)
-        done = t > first_m and (converged(prev_f, free_energy, settings.tol) or n_changed == 0)
+        fixed_point = settings.kmeans and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
+        done = t > first_m and (converged(prev_f, free_energy, settings.tol) or fixed_point)
         if report is not None:
             report(row)
         if done or t == first_m + settings.max_iter:
             break
         search.update(acc, new_centres, new_sigma2)
         centres, sigma2, prev_f = new_centres, new_sigma2, free_energy
+        if checkpointer is not None and checkpointer.due(t + 1):
+            checkpointer.save(engine, LoopState(t + 1, centres, sigma2, prev_f, history), search.state())
     if settings.kmeans:
         sigma2 = float(scal[QE]) / (D * scal[W])
     return EMResult(centres, float(sigma2), max(0, t - first_m), bool(done), float(scal[QE]), history)

@@ -18,8 +18,12 @@ import numpy as np
 from distributed import Client, wait
 
 from ..data import ChunkedData
+from ..errors import DaskclustError, WorkerLost
 from .ops import ChunkOp
-from .shard import Shard
+from .shard import LIVENESS_POLL, Shard
+
+CLOSE_TIMEOUT = 2.0
+"""Seconds to wait for a shard to release its chunks when the engine closes."""
 
 log = logging.getLogger("daskclust")
 
@@ -69,15 +73,20 @@ class Engine:
         the cluster's memory. Larger data is streamed from its source every pass.
     persist : bool, optional
         Force persisting (True) or streaming (False) instead of the budget rule.
+    state_store : str, optional
+        zarr location (path or URL every worker reaches) keeping the per-row
+        state between passes instead of worker memory.
     """
 
     def __init__(self, data: ChunkedData, client: Client, *, memory_budget: int | None = None,
-                 persist: bool | None = None):
+                 persist: bool | None = None, state_store: str | None = None):
         self.data = data
         self.client = client
         self._memory_budget = memory_budget
         self._persist_choice = persist
+        self._state_store = state_store
         self.shards: list[Any] = []
+        self.workers: list[WorkerInfo] = []
         self._refs: list[Any] = []
         self.persisted = False
         self.n_passes = 0
@@ -129,11 +138,12 @@ class Engine:
         w_source = data.weight_source if w_refs is None else None
         used = sorted(set(placement.tolist()))
         shard_futures = [
-            client.submit(Shard, x_source, w_source, self.persisted, actor=True, workers=[workers[i].address],
-                          allow_other_workers=False, pure=False)
+            client.submit(Shard, x_source, w_source, self.persisted, self._state_store, actor=True,
+                          workers=[workers[i].address], allow_other_workers=False, pure=False)
             for i in used
         ]
         self.shards = [f.result() for f in shard_futures]
+        self.workers = [workers[i] for i in used]
         attach = []
         for shard, i in zip(self.shards, used):
             mine = np.flatnonzero(placement == i)
@@ -144,7 +154,6 @@ class Engine:
         rows = sum(f.result() for f in attach)
         assert rows == data.n_samples, (rows, data.n_samples)
         self.placement = placement
-        self.workers = [workers[i] for i in used]
 
     def _push(self, array: np.ndarray, placement: np.ndarray, workers: list[WorkerInfo]) -> list:
         """Send each chunk of an in-memory array straight to its worker."""
@@ -183,30 +192,74 @@ class Engine:
 
     # ---------------------------------------------------------------- passes
     def map_reduce(self, op: ChunkOp) -> Any:
-        """Run ``op`` over every chunk and return the tree-merged accumulator."""
+        """Run ``op`` over every chunk and return the tree-merged accumulator.
+
+        Raises :class:`WorkerLost` when a worker holding chunks leaves the cluster.
+        """
         t0 = time.perf_counter()
-        result = self.shards[0].run_tree(op, self.shards[1:]).result()
+        others = [(shard, worker.address) for shard, worker in zip(self.shards[1:], self.workers[1:])]
+        result = self._wait([lambda: self.shards[0].run_tree(op, others)])[0]
         self.n_passes += 1
         self.pass_seconds += time.perf_counter() - t0
         return result
 
+    def _on_all(self, method: str, *args) -> list:
+        """Call ``method`` on every shard at once and return their results."""
+        return self._wait([lambda s=s: getattr(s, method)(*args) for s in self.shards])
+
+    def _wait(self, calls) -> list:
+        """Start the actor calls and collect their results, turning the loss of a worker into
+        :class:`WorkerLost` (checked every ``LIVENESS_POLL`` seconds while waiting: a call
+        forwarded to a dead worker otherwise fails only after the connect timeout)."""
+        try:
+            futures = [call() for call in calls]
+            results = []
+            for future in futures:
+                while True:
+                    try:
+                        results.append(future.result(timeout=LIVENESS_POLL))
+                        break
+                    except TimeoutError:
+                        self._check_workers()
+            return results
+        except DaskclustError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - comm errors: find out whether a worker left
+            self._check_workers(exc)
+            raise
+
+    def _check_workers(self, cause: BaseException | None = None) -> None:
+        alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        lost = sorted(w.address for w in self.workers if w.address not in alive)
+        if lost:
+            raise WorkerLost(lost) from cause
+
+    def save_state(self, url: str) -> None:
+        """Every shard writes its chunks' per-row state and row order under ``url`` (checkpoints)."""
+        self._on_all("save_state", url)
+
+    def load_state(self, url: str) -> None:
+        """Every shard restores its chunks' per-row state and row order from ``url``."""
+        self._on_all("load_state", url)
+
     def reorder(self, name: str) -> None:
         """Sort each chunk's rows on its worker by the per-row state ``name`` (see ``Shard.reorder``)."""
-        for f in [s.reorder(name) for s in self.shards]:
-            f.result()
-
-    def get_state(self, name: str) -> dict[int, np.ndarray]:
-        """Gather one per-chunk state array from every shard (checkpoints only)."""
-        out: dict[int, np.ndarray] = {}
-        for f in [s.get_state(name) for s in self.shards]:
-            out.update(f.result())
-        return out
+        self._on_all("reorder", name)
 
     def close(self) -> None:
-        for shard in self.shards:
+        """Release the shards (their chunks and state) and the data the driver pushed.
+
+        A shard whose worker died, or that is still waiting on one, is not waited for.
+        """
+        alive = set(self.client.scheduler_info(n_workers=-1)["workers"]) if self.shards else set()
+        pending = []
+        for shard, worker in zip(self.shards, self.workers):
+            if worker.address in alive:
+                pending.append(shard.close())
+        for future in pending:
             try:
-                shard.close().result()
-            except Exception:  # noqa: BLE001 - a worker may already be gone at teardown
+                future.result(timeout=CLOSE_TIMEOUT)
+            except Exception:  # noqa: BLE001 - teardown: a busy or dying shard is simply dropped
                 pass
         self.shards = []
         if self._refs:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..data import BlockSource
-from ..errors import InvalidDataError
+from ..errors import InvalidDataError, WorkerLost
 from ..kernels.validation import first_invalid_weight, first_nonfinite_row
 from .ops import Chunk, ChunkOp
 
@@ -48,6 +48,22 @@ def _worker_threads() -> int:
     return int(getattr(state, "nthreads", None) or getattr(worker, "nthreads", 1) or 1)
 
 
+LIVENESS_POLL = 1.0
+"""Seconds between checks that a child shard's worker is alive while waiting for it."""
+
+
+def _wait_alive(future, address: str) -> Any:
+    """The result of an actor call to the worker at ``address``; WorkerLost as soon as it leaves."""
+    from distributed import get_client
+
+    while True:
+        try:
+            return future.result(timeout=LIVENESS_POLL)
+        except TimeoutError:
+            if address not in get_client().scheduler_info(n_workers=-1)["workers"]:
+                raise WorkerLost([address]) from None
+
+
 def tree_merge(op: ChunkOp, accs: list) -> Any:
     """Merge accumulators pairwise as a balanced binary tree (fixed order)."""
     while len(accs) > 1:
@@ -67,16 +83,23 @@ class Shard:
         Where rows are read from when they are not pushed by the driver
         (zarr: read directly; dask: each chunk's graph computed here).
     persist : bool
-        Keep chunks in memory after the first read (else stream them every pass).
+        Keep chunks in memory after the first read (else stream them every pass,
+        reading the next chunk of a thread while it computes on the current one).
+    state_store : str or None
+        A zarr location for the per-row state (K(n), ...) between passes instead
+        of worker memory, for N x C' too large for the cluster.
     """
 
-    def __init__(self, x_source: BlockSource | None, w_source: BlockSource | None, persist: bool):
+    def __init__(self, x_source: BlockSource | None, w_source: BlockSource | None, persist: bool,
+                 state_store: str | None = None):
         self._x_source = x_source
         self._w_source = w_source
         self._persist = persist
+        self._state_store = state_store
         self._slots: dict[int, _Slot] = {}
         self._nthreads = _worker_threads()
         self._pool = ThreadPoolExecutor(self._nthreads, thread_name_prefix="daskclust-shard")
+        self._io = ThreadPoolExecutor(self._nthreads, thread_name_prefix="daskclust-io")
 
     # ------------------------------------------------------------------ chunks
     def attach(self, specs: list[tuple[int, int, int]], x_refs=None, w_refs=None) -> int:
@@ -98,16 +121,6 @@ class Shard:
         if self._persist:
             list(self._pool.map(self._load, new))
         return sum(s.stop - s.start for s in self._slots.values())
-
-    def detach(self, indices: list[int]) -> None:
-        for index in indices:
-            self._slots.pop(int(index), None)
-
-    def indices(self) -> list[int]:
-        return sorted(self._slots)
-
-    def nthreads(self) -> int:
-        return self._nthreads
 
     @staticmethod
     def _local(ref) -> np.ndarray:
@@ -153,19 +166,21 @@ class Shard:
                 )
 
     # ------------------------------------------------------------------ passes
-    def run_tree(self, op: ChunkOp, others: list) -> Any:
+    def run_tree(self, op: ChunkOp, others: list[tuple[Any, str]]) -> Any:
         """Run ``op`` over this shard's chunks and the subtree of shards ``others``; return the merge.
 
-        ``others`` is split in two halves; the head of each half is asked (directly,
-        worker to worker) to run its half before this shard starts on its own
-        chunks, so the whole tree works at once and the merged result flows back
-        up: one call from the driver per pass, depth log2(workers).
+        ``others`` lists (shard, worker address) pairs; it is split in two halves
+        and the head of each half is asked (directly, worker to worker) to run its
+        half before this shard starts on its own chunks, so the whole tree works
+        at once and the merged result flows back up: one call from the driver per
+        pass, depth log2(workers). A child whose worker leaves the cluster fails
+        the pass within ``LIVENESS_POLL`` seconds, freeing this worker's actor thread.
         """
         halves = [others[: len(others) // 2], others[len(others) // 2:]]
-        pending = [half[0].run_tree(op, half[1:]) for half in halves if half]
+        pending = [(half[0][1], half[0][0].run_tree(op, half[1:])) for half in halves if half]
         acc = self.run_local(op)
-        for future in pending:
-            acc = op.merge(acc, future.result())
+        for address, future in pending:
+            acc = op.merge(acc, _wait_alive(future, address))
         return acc
 
     def run_local(self, op: ChunkOp) -> Any:
@@ -181,11 +196,77 @@ class Shard:
 
     def _run_group(self, op: ChunkOp, indices: list[int]) -> Any:
         acc = op.new_acc()
-        for index in indices:
-            slot = self._slots[index]
-            X, w = self._load(slot)
+        slots = [self._slots[i] for i in indices]
+        ahead = self._io.submit(self._load, slots[0]) if slots and not self._persist else None
+        for pos, slot in enumerate(slots):
+            if ahead is not None:  # streaming: this chunk was read while the previous one computed
+                X, w = ahead.result()
+                nxt = pos + 1
+                ahead = self._io.submit(self._load, slots[nxt]) if nxt < len(slots) else None
+            else:
+                X, w = self._load(slot)
+            self._state_in(slot)
             op.run(Chunk(slot.index, slot.start, X, w, slot.state, slot.perm), acc)
+            self._state_out(slot)
         return acc
+
+    # ------------------------------------------------------------------ state on disk
+    def _chunk_group(self, url: str, slot: _Slot, mode: str):
+        import zarr
+
+        return zarr.open_group(f"{url.rstrip('/')}/chunks/{slot.index:06d}", mode=mode)
+
+    def _state_in(self, slot: _Slot) -> None:
+        if self._state_store is None or slot.state:
+            return
+        try:
+            group = self._chunk_group(self._state_store, slot, "r")
+        except FileNotFoundError:
+            return  # nothing stored yet for this chunk
+        slot.state.update({name: array[:] for name, array in group.arrays()})
+
+    def _state_out(self, slot: _Slot) -> None:
+        if self._state_store is None:
+            return
+        self._write_state(self._state_store, slot, slot.state)
+        slot.state.clear()
+
+    def _write_state(self, url: str, slot: _Slot, arrays: dict[str, np.ndarray]) -> None:
+        group = self._chunk_group(url, slot, "w")
+        for name, value in arrays.items():
+            group.create_array(name, data=np.ascontiguousarray(value))
+
+    def save_state(self, url: str) -> int:
+        """Write every chunk's per-row state and row order under ``url``/chunks (checkpoints).
+
+        Returns the number of chunks written.
+        """
+        def write(slot):
+            self._state_in(slot)
+            perm = slot.perm if slot.perm is not None else np.arange(slot.stop - slot.start)
+            self._write_state(url, slot, {**slot.state, "__perm__": perm.astype(np.int64)})
+            if self._state_store is not None:
+                slot.state.clear()
+
+        list(self._pool.map(write, self._slots.values()))
+        return len(self._slots)
+
+    def load_state(self, url: str) -> int:
+        """Restore every chunk's per-row state and row order from ``url``/chunks (resume)."""
+        def read(slot):
+            group = self._chunk_group(url, slot, "r")
+            arrays = {name: array[:] for name, array in group.arrays()}
+            perm = arrays.pop("__perm__")
+            slot.perm = None if np.array_equal(perm, np.arange(len(perm))) else perm
+            if slot.X is not None and slot.perm is not None:
+                slot.X = np.ascontiguousarray(slot.X[slot.perm])
+                if slot.w is not None and slot.w.shape[0]:
+                    slot.w = slot.w[slot.perm]
+            slot.state = arrays
+            self._state_out(slot)
+
+        list(self._pool.map(read, self._slots.values()))
+        return len(self._slots)
 
     def reorder(self, name: str) -> None:
         """Sort every chunk's rows (data, weights, per-row state) by the state array ``name``
@@ -197,6 +278,7 @@ class Shard:
         of the chunk and its state, so models do not depend on where it runs.
         """
         for slot in self._slots.values():
+            self._state_in(slot)
             key = slot.state[name]
             key = key[:, 0] if key.ndim == 2 else key
             order = np.argsort(key, kind="stable")
@@ -208,16 +290,10 @@ class Shard:
                 slot.X = np.ascontiguousarray(slot.X[order])
                 if slot.w is not None and slot.w.shape[0]:
                     slot.w = slot.w[order]
+            self._state_out(slot)
 
     # ------------------------------------------------------------------ state
-    def get_state(self, name: str) -> dict[int, np.ndarray]:
-        """The per-chunk state array ``name`` of every chunk held (for checkpoints)."""
-        return {i: s.state[name] for i, s in self._slots.items() if name in s.state}
-
-    def set_state(self, name: str, arrays: dict[int, np.ndarray]) -> None:
-        for index, value in arrays.items():
-            self._slots[int(index)].state[name] = value
-
     def close(self) -> None:
         self._slots.clear()
         self._pool.shutdown(wait=False)
+        self._io.shutdown(wait=False)

@@ -4,15 +4,28 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import time
+from dataclasses import dataclass
 
 import numpy as np
+import zarr
 
+from ..checkpoint import (
+    Checkpoint,
+    Checkpointer,
+    LoopState,
+    check_resumable,
+    data_fingerprint,
+    list_checkpoints,
+)
+from ..checkpoint import load as load_checkpoint
 from ..data import as_chunked_data
 from ..em.loop import EMSettings, run_em
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..errors import InvalidParameterError, NotFittedError
+from ..errors import CheckpointError, NotFittedError, WorkerLost
 from ..kernels.estep import nearest_centre
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
@@ -21,6 +34,42 @@ from .params import AnyValue, Interval, Options, ParamsMixin
 from .progress import Progress
 
 log = logging.getLogger("daskclust")
+
+MAX_RECOVERIES = 3
+"""Times a fit starts again after losing workers before giving up."""
+
+
+@dataclass
+class FitPlan:
+    """What a fit decided before any work: settings, checkpointing, where to resume, the state store."""
+
+    settings: EMSettings
+    meta: dict
+    checkpointer: Checkpointer | None
+    resumed: Checkpoint | None
+    state_store: str | None
+    own_state_store: bool
+
+
+def _recovery_point(plan: FitPlan) -> Checkpoint | None:
+    """The newest complete checkpoint of this fit, or the checkpoint it resumed from, or None."""
+    if plan.checkpointer is not None and list_checkpoints(plan.checkpointer.path):
+        try:
+            return load_checkpoint(plan.checkpointer.path)
+        except CheckpointError:
+            pass
+    return plan.resumed
+
+
+def describe_source(X) -> dict | None:
+    """Where the data lives, when a path or a zarr array on a file system (for ``daskclust fit --resume``)."""
+    if isinstance(X, (str, os.PathLike)):
+        return {"url": os.fspath(X), "array": None}
+    if isinstance(X, zarr.Array):
+        root = getattr(X.store, "root", None)
+        if root is not None:
+            return {"url": str(root), "array": X.path or None}
+    return None
 
 COMMON_CONSTRAINTS = {
     "max_iter": Interval(0, None, integer=True),
@@ -38,6 +87,7 @@ COMMON_CONSTRAINTS = {
     "n_explore": Interval(0, None, integer=True),
     "n_init_esteps": Interval(0, None, integer=True),
     "n_samples": Interval(1, None, integer=True),
+    "state": Options(("memory", "zarr")),
 }
 
 
@@ -65,7 +115,8 @@ class TruncatedEMEstimator(ParamsMixin):
         return 0.0
 
     # fitting --------------------------------------------------------------
-    def fit(self, X, y=None, sample_weight=None, *, client=None):
+    def fit(self, X, y=None, sample_weight=None, *, client=None, checkpoint=None, checkpoint_every: int = 10,
+            resume=None):
         """Fit on ``X`` (numpy, dask, zarr, path/URL or xarray), optionally weighted.
 
         Parameters
@@ -77,10 +128,26 @@ class TruncatedEMEstimator(ParamsMixin):
         client : distributed.Client, optional
             Cluster to run on; default ``scheduler_address``, else the active
             client, else an embedded LocalCluster closed after the fit.
+        checkpoint : str or PathLike, optional
+            Directory (local or URL every worker reaches) where the fit saves a
+            checkpoint every ``checkpoint_every`` iterations (see
+            :mod:`daskclust.checkpoint`); a lost worker then costs at most
+            that many iterations.
+        resume : str or PathLike, optional
+            A checkpoint (or directory of checkpoints) to continue from, on the
+            same data with the same parameters; the result equals that of an
+            uninterrupted fit.
 
         Returns
         -------
         self
+
+        Notes
+        -----
+        If a worker holding chunks dies, the fit starts again on the remaining
+        workers from the last checkpoint, or from the seeding without one; every
+        step being a deterministic function of the data, the seed and the
+        iteration, the model is the one the undisturbed fit would give.
         """
         self._validate_params()
         C = self._n_clusters()
@@ -88,36 +155,86 @@ class TruncatedEMEstimator(ParamsMixin):
         data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
         if not isinstance(init, str):
             check_init(init, C, data.n_features)
-        seed_value = resolve_seed(self.random_state)
-        progress = Progress(self.verbose, self.callback, data.nbytes)
-        n_keep = self._n_keep()
-        settings = EMSettings(C, n_keep, self._kmeans, self.max_iter, self.tol, self._reg(), self.n_init_esteps,
-                              seed_value)
-        search = make_search(
-            self.search if n_keep < C else "full",  # every cluster kept: nothing to search
-            SearchConfig(C, n_keep, min(self.n_neighbors, C), self.n_explore, self.n_samples),
-        )
+        plan = self._plan(data, X, checkpoint, checkpoint_every, resume)
+        progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
         t0 = time.perf_counter()
-        with connect(client, self.scheduler_address, announce=progress.say) as cl, Engine(
-            data, cl, memory_budget=self.memory_budget
-        ) as engine:
-            progress.say(
-                f"{type(self).__name__}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
-                f"{len(engine.shards)} worker(s), {'persisted' if engine.persisted else 'streamed'}"
-            )
-            seeding = seed(engine, init, C, seed=seed_value, oversampling_factor=self.oversampling_factor,
-                           init_rounds=self.init_rounds, chain_length=self.chain_length)
-            progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
-            sigma2 = max(seeding.sigma2 + self._reg(), np.finfo(float).tiny)
-            result = run_em(engine, seeding.centres, sigma2, settings, search, report=progress.row)
-        self._set_fitted(result, seeding, data.n_features, seed_value, time.perf_counter() - t0)
+        try:
+            with connect(client, self.scheduler_address, announce=progress.say) as cl:
+                result, seeding = self._run(cl, data, init, plan, progress)
+        finally:
+            if plan.own_state_store:
+                shutil.rmtree(plan.state_store, ignore_errors=True)
+        self._set_fitted(result, seeding, data.n_features, plan.settings.seed, time.perf_counter() - t0)
         progress.say(
             f"done: {self.n_iter_} iterations, free energy {result.history[-1]['free_energy']:.6g}, "
             f"converged={self.converged_}, {self.fit_time_:.2f} s"
         )
         return self
 
-    def _set_fitted(self, result, seeding, n_features, seed_value, seconds) -> None:
+    def _search(self):
+        C, n_keep = self._n_clusters(), self._n_keep()
+        return make_search(
+            self.search if n_keep < C else "full",  # every cluster kept: nothing to search
+            SearchConfig(C, n_keep, min(self.n_neighbors, C), self.n_explore, self.n_samples),
+        )
+
+    def _plan(self, data, X, checkpoint, checkpoint_every, resume) -> FitPlan:
+        """Settings, checkpointing and the resumed checkpoint, checked before any work."""
+        params = {k: _jsonable(v) for k, v in self.get_params().items()}
+        fingerprint = data_fingerprint(data)
+        resumed = load_checkpoint(resume) if resume is not None else None
+        if resumed is not None:
+            check_resumable(resumed, type(self).__name__, params, fingerprint)
+        seed_value = resumed.meta["seed"] if resumed is not None else resolve_seed(self.random_state)
+        settings = EMSettings(self._n_clusters(), self._n_keep(), self._kmeans, self.max_iter, self.tol,
+                              self._reg(), self.n_init_esteps, seed_value)
+        meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
+                "source": describe_source(X), "seeding": resumed.meta["seeding"] if resumed else None}
+        checkpointer = Checkpointer(checkpoint, checkpoint_every, meta) if checkpoint is not None else None
+        own_store = self.state == "zarr" and self.state_store is None
+        if self.state == "zarr":
+            store = self.state_store or (f"{os.fspath(checkpoint)}/live-state" if checkpoint is not None
+                                         else tempfile.mkdtemp(prefix="daskclust-state-"))
+        else:
+            store = None
+        return FitPlan(settings, meta, checkpointer, resumed, store, own_store and checkpoint is None)
+
+    def _run(self, client, data, init, plan: FitPlan, progress):
+        """Seed (or restore) and iterate; on a lost worker, start again from the last checkpoint."""
+        resumed = plan.resumed
+        for attempt in range(MAX_RECOVERIES + 1):
+            search = self._search()
+            try:
+                with Engine(data, client, memory_budget=self.memory_budget, state_store=plan.state_store) as engine:
+                    progress.say(
+                        f"{type(self).__name__}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
+                        f"{len(engine.shards)} worker(s), {'persisted' if engine.persisted else 'streamed'}"
+                    )
+                    if resumed is None:
+                        seeding = seed(engine, init, self._n_clusters(), seed=plan.settings.seed,
+                                       oversampling_factor=self.oversampling_factor, init_rounds=self.init_rounds,
+                                       chain_length=self.chain_length)
+                        progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
+                        plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
+                                                "method": seeding.method}
+                        sigma2 = max(seeding.sigma2 + self._reg(), np.finfo(float).tiny)
+                        start = LoopState(0, seeding.centres, sigma2)
+                    else:
+                        engine.load_state(resumed.url)
+                        search.restore(resumed.search)
+                        start = resumed.state
+                        progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
+                    result = run_em(engine, start, plan.settings, search, progress.row, plan.checkpointer)
+                return result, plan.meta["seeding"]
+            except WorkerLost as lost:
+                if attempt == MAX_RECOVERIES:
+                    raise
+                resumed = _recovery_point(plan)
+                where = f"from {resumed.url}" if resumed is not None else "from the seeding"
+                progress.say(f"{lost}; starting again {where} on the remaining workers")
+        raise AssertionError("unreachable")
+
+    def _set_fitted(self, result, seeding: dict, n_features, seed_value, seconds) -> None:
         self.centres_ = result.centres
         self.sigma2_ = result.sigma2
         self.n_iter_ = result.n_iter
@@ -126,8 +243,8 @@ class TruncatedEMEstimator(ParamsMixin):
         self.history_ = result.history
         self.n_features_in_ = n_features
         self.seed_ = seed_value
-        self.seeding_time_ = seeding.seconds
-        self.seeding_distances_ = seeding.n_distances
+        self.seeding_time_ = seeding["seconds"]
+        self.seeding_distances_ = seeding["n_distances"]
         self.fit_time_ = seconds
 
     # applying -------------------------------------------------------------
@@ -195,9 +312,3 @@ def restore(estimator: TruncatedEMEstimator, arrays: dict, scalars: dict) -> Tru
             setattr(estimator, name + "_", scalars[name])
     estimator.converged_ = bool(estimator.converged_)
     return estimator
-
-
-def check_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidParameterError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)

@@ -56,6 +56,13 @@ class KMeans(TruncatedEMEstimator):
     memory_budget : int or None, default=None
         Bytes of cluster memory the data may use when persisted (default half
         the cluster's memory); larger data is streamed from its source each pass.
+    state : {"memory", "zarr"}, default="memory"
+        Where the per-row state K(n) (N x C' int32) stays between passes: in the
+        workers' memory beside its chunk, or, when that is too large for the
+        cluster, in a zarr store read and written with each chunk.
+    state_store : str or None, default=None
+        Location of that store (path or URL every worker reaches); default
+        ``<checkpoint>/live-state``, else a temporary directory removed after the fit.
     scheduler_address : str or None, default=None
         Dask scheduler to connect to when ``fit`` gets no client.
     verbose : int, default=0
@@ -85,7 +92,7 @@ class KMeans(TruncatedEMEstimator):
     def __init__(self, n_clusters=8, *, search="estimated", n_neighbors=5, n_explore=1, n_init_esteps=0,
                  n_samples=5, init="k-means||", max_iter=300, tol=1e-5, random_state=None,
                  oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None, memory_budget=None,
-                 scheduler_address=None, verbose=0, callback=None):
+                 state="memory", state_store=None, scheduler_address=None, verbose=0, callback=None):
         self.n_clusters = n_clusters
         self.search = search
         self.n_neighbors = n_neighbors
@@ -101,6 +108,8 @@ class KMeans(TruncatedEMEstimator):
         self.chain_length = chain_length
         self.chunk_rows = chunk_rows
         self.memory_budget = memory_budget
+        self.state = state
+        self.state_store = state_store
         self.scheduler_address = scheduler_address
         self.verbose = verbose
         self.callback = callback

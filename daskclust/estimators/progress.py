@@ -11,16 +11,20 @@ class Progress:
     """Prints fit progress (``verbose >= 1``) and passes each history row to ``callback``.
 
     A line shows iteration, free energy, quantization error, distance
-    evaluations per second, data throughput and elapsed time.
+    evaluations per second, data throughput, elapsed time and an upper bound
+    of the remaining time (``max_iter`` iterations at the recent pace; the fit
+    usually converges sooner).
     """
 
     def __init__(self, verbose: int, callback: Callable[[dict], object] | None, nbytes: int,
-                 stream=None):
+                 max_rows: int, stream=None):
         self.verbose = verbose
         self.callback = callback
         self.nbytes = nbytes
+        self.max_rows = max_rows
         self.stream = stream if stream is not None else sys.stdout
         self.t0 = time.perf_counter()
+        self.iter_seconds: list[float] = []
 
     def say(self, message: str) -> None:
         if self.verbose:
@@ -32,8 +36,11 @@ class Progress:
         if not self.verbose:
             return
         seconds = max(row["seconds"], 1e-9)
+        self.iter_seconds.append(seconds)
+        left = max(0, self.max_rows - row["iteration"] - 1)
+        recent = self.iter_seconds[-5:]
         self.say(
             f"iter {row['iteration']:4d}  F {row['free_energy']: .6e}  QE {row['quantization_error']:.6e}  "
             f"{row['n_distances'] / seconds:9.3e} dist/s  {self.nbytes / seconds / 1e6:8.1f} MB/s  "
-            f"elapsed {time.perf_counter() - self.t0:7.2f} s"
+            f"elapsed {time.perf_counter() - self.t0:7.2f} s  remaining <= {left * sum(recent) / len(recent):7.1f} s"
         )

@@ -46,9 +46,18 @@ class Search:
     """Base: initial K(n) from each row's seed centre and the centres nearest to it."""
 
     mode = "full"
+    STATE: tuple[str, ...] = ("init_sets",)
+    """Attributes that are the strategy's state between iterations (saved in checkpoints)."""
 
     def __init__(self, config: SearchConfig):
         self.config = config
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {name: getattr(self, name) for name in self.STATE}
+
+    def restore(self, state: dict[str, np.ndarray]) -> None:
+        for name in self.STATE:
+            setattr(self, name, state[name])
 
     def start(self, centres: np.ndarray, sigma2: float) -> None:
         """Called once with the seeds: exact neighbours give K(n) its first C' clusters."""
@@ -83,6 +92,7 @@ class ExhaustiveSearch(Search):
     """seed 000 Alg. 1: G_c = c and its G - 1 nearest centres, from the current centres."""
 
     mode = "neighbourhood"
+    STATE = ("init_sets", "neighbours")
 
     def start(self, centres, sigma2):
         super().start(centres, sigma2)
@@ -107,6 +117,7 @@ class EstimatedSearch(Search):
     """
 
     mode = "neighbourhood"
+    STATE = ("init_sets", "neighbours", "thresholds")
 
     def start(self, centres, sigma2):
         super().start(centres, sigma2)
@@ -138,6 +149,7 @@ class SampledSearch(Search):
     """
 
     mode = "sampled"
+    STATE = ("init_sets", "row_idx", "row_cdf", "row_len")
 
     def start(self, centres, sigma2):
         super().start(centres, sigma2)
