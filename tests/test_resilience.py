@@ -158,3 +158,19 @@ def test_cli_checkpoint_and_resume(tmp_path, data, client, capsys):
     a, c = daskclust.load(tmp_path / "a.zarr"), daskclust.load(tmp_path / "c.zarr")
     np.testing.assert_allclose(a.cluster_centers_, c.cluster_centers_, rtol=1e-12)
     assert "resumed from" not in capsys.readouterr().out  # --quiet
+
+
+def test_a_worker_added_mid_fit_changes_nothing(tmp_path, data):
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      memory_limit="2GiB") as cluster, Client(cluster, set_as_default=False) as client:
+        est = daskclust.KMeans(64, random_state=8, init="random", tol=0, max_iter=10)
+        undisturbed = clone(est).fit(data, client=client)
+
+        def grow(row):
+            if row["iteration"] == 3 and len(cluster.workers) == 1:
+                cluster.scale(2)
+
+        grown = clone(est).set_params(callback=grow).fit(data, client=client)
+        client.wait_for_workers(2, timeout=60)
+        assert len(client.scheduler_info(n_workers=-1)["workers"]) == 2
+        assert_same_model(undisturbed, grown)

@@ -15,6 +15,7 @@ from ..search import SearchPayload
 STREAM_ESTEP = 41
 _NO_TABLE = np.zeros((0, 0))
 _NO_NEIGHBOURS = np.zeros((0, 0), dtype=np.int32)
+_IDENTITY = np.zeros(0, dtype=np.int32)
 _NO_ROWS = (np.zeros((0, 0), dtype=np.int32), np.zeros((0, 0)), np.zeros(0, dtype=np.int32))
 
 
@@ -69,6 +70,7 @@ class EStepOp:
             K = chunk.state.get("K")
             if K is None:
                 K = initial_sets(chunk, self.search.init_sets)
+                chunk.state.pop("seed_label", None)  # K(n) holds it from now on
         else:
             K = np.empty((chunk.n_rows, 0), dtype=np.int32)
         stats = (acc["S0"], acc["S1"], acc["SD2"], acc["scal"])
@@ -82,9 +84,10 @@ class EStepOp:
             rows = (s.row_idx, s.row_cdf, s.row_len) if sampled else _NO_ROWS
             thresholds = s.thresholds if s.thresholds is not None else np.zeros(0)
             tsum, tcnt = (acc["tsum"], acc["tcnt"]) if "tsum" in acc else (_NO_TABLE, _NO_TABLE)
+            source_row = chunk.perm if chunk.perm is not None else _IDENTITY
             pairs = estep_truncated(chunk.X, chunk.w, self.centres, self.sigma2, K, SAMPLED if sampled else NEIGHBOURHOOD,
                                     neighbours, thresholds, *rows, s.n_draws, s.n_explore, key, s.collect, *stats,
-                                    tsum, tcnt)
+                                    tsum, tcnt, source_row)
             if s.collect:
                 acc["pairs"].append(pairs)
         if self.keep_state:

@@ -104,7 +104,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         t0 = time.perf_counter()
         op = EStepOp(centres, sigma2, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
         acc = engine.map_reduce(op)
-        if t == 0 and settings.keep_state:
+        if t == 0 and settings.keep_state and engine.persisted:
             engine.reorder("K")  # rows of a cluster together: the kernels then walk memory in order
         apply_m = t >= first_m
         new_centres, new_sigma2 = m_step(acc, centres, settings.reg) if apply_m else (centres, sigma2)
