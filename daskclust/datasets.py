@@ -191,6 +191,7 @@ def make_blobs(
     dtype: str | np.dtype = "float32",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    compression: str | None = "zstd",
 ) -> zarr.Group:
     """Write isotropic Gaussian blobs to a zarr group.
 
@@ -239,6 +240,9 @@ def make_blobs(
         ``path`` raises :class:`FileExistsError`.
     storage_options : dict, optional
         fsspec options, for URLs only.
+    compression : {"zstd", None}, default "zstd"
+        Compression of ``X`` (zstd level 3, or none: random floats hardly
+        compress, and reading them back uncompressed costs no CPU).
 
     Returns
     -------
@@ -263,6 +267,8 @@ def make_blobs(
         raise InvalidParameterError("make_blobs needs n_clusters >= 2 to define a separation, got 1")
     if separation is not None:
         separation = _positive_float("separation", separation)
+    if compression not in ("zstd", None):
+        raise InvalidParameterError(f"compression must be 'zstd' or None, got {compression!r}")
     seed = _seed(seed)
     dtype = _data_dtype(dtype)
     chunk_rows = _chunk_rows(chunk_rows, default_chunk_rows(n_samples, n_features, dtype.itemsize), n_samples)
@@ -295,7 +301,7 @@ def make_blobs(
         "daskclust_version": __version__,
     }
     return _write_dataset(
-        path, centres, n_samples, chunk_rows, dtype, make_chunk, attrs, overwrite, storage_options
+        path, centres, n_samples, chunk_rows, dtype, make_chunk, attrs, overwrite, storage_options, compression
     )
 
 
@@ -349,6 +355,7 @@ def _write_dataset(
     attrs: dict[str, Any],
     overwrite: bool,
     storage_options: dict[str, Any] | None,
+    compression: str | None = "zstd",
 ) -> zarr.Group:
     """Create the group at ``path`` and fill it chunk by chunk.
 
@@ -364,7 +371,7 @@ def _write_dataset(
     store, zarr_kwargs = (root, {}) if local else (url, _fsspec_kwargs(storage_options))
     group = zarr.open_group(store, mode="w" if overwrite else "w-", **zarr_kwargs)
     try:
-        x_array, label_array = _create_arrays(group, centres, n_samples, chunk_rows, dtype)
+        x_array, label_array = _create_arrays(group, centres, n_samples, chunk_rows, dtype, compression)
         for k, start in enumerate(range(0, n_samples, chunk_rows)):
             stop = min(start + chunk_rows, n_samples)
             x_array[start:stop], label_array[start:stop] = make_chunk(k, start, stop)
@@ -377,7 +384,7 @@ def _write_dataset(
 
 
 def _create_arrays(
-    group: zarr.Group, centres: np.ndarray, n_samples: int, chunk_rows: int, dtype: np.dtype
+    group: zarr.Group, centres: np.ndarray, n_samples: int, chunk_rows: int, dtype: np.dtype, compression: str | None
 ) -> tuple[zarr.Array, zarr.Array]:
     """Create ``X``, ``labels`` and ``centers`` in ``group``; write ``centers``."""
     n_clusters, n_features = centres.shape
@@ -387,7 +394,7 @@ def _create_arrays(
         shape=(n_samples, n_features),
         chunks=(chunk_rows, n_features),
         dtype=dtype,
-        compressors=compressors,
+        compressors=compressors if compression == "zstd" else None,
         dimension_names=("sample", "feature"),
     )
     label_array = group.create_array(

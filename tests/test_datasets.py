@@ -317,3 +317,11 @@ def test_open_dataset_missing(tmp_path):
     zarr.open_group(tmp_path / "empty.zarr", mode="w")
     with pytest.raises(InvalidDataError, match="no array 'X'"):
         open_dataset(tmp_path / "empty.zarr")
+
+
+def test_blobs_without_compression(tmp_path):
+    group = make_blobs(tmp_path / "raw.zarr", 300, 4, 3, compression=None)
+    assert group["X"].compressors == ()
+    assert make_blobs(tmp_path / "z.zarr", 300, 4, 3)["X"].compressors != ()
+    with pytest.raises(InvalidParameterError, match="compression"):
+        make_blobs(tmp_path / "bad.zarr", 300, 4, 3, compression="gzip")

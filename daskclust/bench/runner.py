@@ -23,6 +23,8 @@ SUITES = {
     "paper": "daskclust.bench.paper",
     "wallclock": "daskclust.bench.wallclock",
     "scaling": "daskclust.bench.scaling",
+    "throughput": "daskclust.bench.throughput",
+    "outofcore": "daskclust.bench.outofcore",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
 
