@@ -19,23 +19,26 @@ import numpy as np
 class Chunk:
     """What an operation sees of one chunk on a worker.
 
-    X : (n, D) float32/float64 rows; w : (n,) float64 weights or a (0,) array
-    (unweighted); state : per-chunk arrays kept on the worker between passes
-    (K(n), distances to the nearest seed, ...), which the operation may read,
-    replace or add to; perm : the worker's row order (local row i is row
-    ``perm[i]`` of the chunk in the source), None when unchanged.
+    X : (n, D) float32/float64 rows, None for operations that declare
+    ``reads_rows = False`` (the rows are then not read at all); w : (n,) float64
+    weights or a (0,) array (unweighted), None likewise; state : per-chunk
+    arrays kept on the worker between passes (K(n), distances to the nearest
+    seed, ...), which the operation may read, replace or add to; perm : the
+    worker's row order (local row i is row ``perm[i]`` of the chunk in the
+    source), None when unchanged; n_rows : rows of the chunk.
     """
 
     index: int
     start: int
-    X: np.ndarray
-    w: np.ndarray
+    X: np.ndarray | None
+    w: np.ndarray | None
     state: dict[str, np.ndarray] = field(default_factory=dict)
     perm: np.ndarray | None = None
+    n_rows: int = 0
 
-    @property
-    def n_rows(self) -> int:
-        return self.X.shape[0]
+    def __post_init__(self):
+        if self.X is not None:
+            self.n_rows = self.X.shape[0]
 
     def source_rows(self, local: np.ndarray) -> np.ndarray:
         """Global row indices (in the source) of local rows."""
@@ -44,7 +47,11 @@ class Chunk:
 
 
 class ChunkOp(Protocol):
-    """A pass over the data: ``new_acc`` / ``run`` per chunk / associative ``merge``."""
+    """A pass over the data: ``new_acc`` / ``run`` per chunk / associative ``merge``.
+
+    An operation may set ``reads_rows = False`` when it only uses the chunks'
+    state: a streamed chunk is then not read from its source for this pass.
+    """
 
     def new_acc(self) -> Any:
         """A fresh (zero) accumulator."""

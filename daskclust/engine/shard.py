@@ -197,16 +197,19 @@ class Shard:
     def _run_group(self, op: ChunkOp, indices: list[int]) -> Any:
         acc = op.new_acc()
         slots = [self._slots[i] for i in indices]
-        ahead = self._io.submit(self._load, slots[0]) if slots and not self._persist else None
+        reads = getattr(op, "reads_rows", True)
+        ahead = self._io.submit(self._load, slots[0]) if slots and reads and not self._persist else None
         for pos, slot in enumerate(slots):
-            if ahead is not None:  # streaming: this chunk was read while the previous one computed
+            if not reads:
+                X = w = None
+            elif ahead is not None:  # streaming: this chunk was read while the previous one computed
                 X, w = ahead.result()
                 nxt = pos + 1
                 ahead = self._io.submit(self._load, slots[nxt]) if nxt < len(slots) else None
             else:
                 X, w = self._load(slot)
             self._state_in(slot)
-            op.run(Chunk(slot.index, slot.start, X, w, slot.state, slot.perm), acc)
+            op.run(Chunk(slot.index, slot.start, X, w, slot.state, slot.perm, slot.stop - slot.start), acc)
             self._state_out(slot)
         return acc
 

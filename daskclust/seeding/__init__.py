@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidParameterError
-from .methods import afkmc2, assign, kmeans_parallel, kmeanspp, random_rows
-from .ops import RelabelOp, WeightTotalsOp
+from .methods import PROBE_ROWS, afkmc2, assign, kmeans_parallel, kmeanspp, random_rows
+from .ops import DrawOp, FirstPassOp, RelabelOp
 
 SEEDINGS = {
     "k-means||": kmeans_parallel,
@@ -74,15 +74,15 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
     t0 = time.perf_counter()
     data = engine.data
     init = check_init(init, n_clusters, data.n_features)
-    totals = engine.map_reduce(WeightTotalsOp(data.n_chunks))["W"]
-    if totals.sum() <= 0:
+    first = engine.map_reduce(FirstPassOp(data.n_chunks, DrawOp(seed, 0, PROBE_ROWS, data.n_features)))
+    if first["W"].sum() <= 0:
         from ..errors import InvalidDataError
 
         raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
     if isinstance(init, str):
         method = SEEDINGS[init]
         centres, qe, W, n_dist = method(engine, n_clusters, seed=seed, oversampling_factor=oversampling_factor,
-                                        init_rounds=init_rounds, chain_length=chain_length)
+                                        init_rounds=init_rounds, chain_length=chain_length, probe=first["probe"])
         name = init
     else:
         name = "array"

@@ -83,13 +83,13 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
     return assign(engine, centres, seed, n_dist)
 
 
-def kmeans_parallel(engine, n_clusters: int, *, seed: int, oversampling_factor: float = 2.0,
+def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversampling_factor: float = 2.0,
                     init_rounds: int = 5, **_):
     """k-means|| (Bahmani et al. 2012), weighted.
 
     Round r keeps each row with probability min(1, l w d^2 / phi), l =
     oversampling_factor * C, phi = sum w d^2, then lowers d^2 with the new
-    candidates exactly. A probe of PROBE_ROWS rows decides how: ball indexes
+    candidates exactly. The first pass's probe of PROBE_ROWS rows decides how: ball indexes
     where the triangle inequality prunes; otherwise matrix products, with the
     rounds run on a uniform sample of DENSE_SAMPLE * C rows (weights scaled up)
     since each candidate then costs a full distance for every row. The candidates, weighted by the mass
@@ -98,7 +98,6 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, oversampling_factor: 
     nearest centre (with ball indexes) or found by an exact pass (matrix products).
     """
     D = engine.data.n_features
-    probe = engine.map_reduce(DrawOp(seed, 0, PROBE_ROWS, D))
     dense = pruning_fails(probe["X"], seed)
     rate = min(1.0, DENSE_SAMPLE * n_clusters / engine.data.n_samples) if dense else 1.0
     cands = probe["X"][np.argmin(probe["key"])][None, :]  # the first draw: a row drawn in proportion to w
@@ -109,11 +108,11 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, oversampling_factor: 
         phi = out["phi"][0]
         if phi <= 0:
             break
-        new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D))["X"]
+        new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D, rate))["X"]
         if len(new) == 0:
             continue
         index = NearestIndex(new, len(cands), dense=dense, seed=seed)
-        out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new)))
+        out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new), rate=rate))
         cands = np.concatenate([cands, new])
         n_dist += int(out["n_dist"][0])
     mass = out["mass"]

@@ -50,10 +50,14 @@ def chunk_weights(chunk: Chunk) -> np.ndarray:
     return chunk.w if chunk.w.shape[0] else np.ones(chunk.n_rows)
 
 
+SAMPLE_STATE = ("kpp_rows", "kpp_X", "kpp_w", "kpp_scale")
+
+
 def start_sample(chunk: Chunk, rate: float, seed: int) -> None:
-    """Restrict the k-means|| rounds of this chunk to the rows drawn with probability ``rate``
-    (kept as state ``kpp_rows`` with their values; ``rate=1`` keeps every row)."""
-    for name in ("kpp_rows", "kpp_X", "kpp_w"):
+    """Restrict the k-means|| rounds of this chunk to the rows drawn with probability ``rate``,
+    kept as state with their values, so later rounds need not read the chunk
+    (``rate=1`` keeps every row and keeps nothing)."""
+    for name in SAMPLE_STATE:
         chunk.state.pop(name, None)
     if rate >= 1.0:
         return
@@ -61,14 +65,28 @@ def start_sample(chunk: Chunk, rate: float, seed: int) -> None:
     rows = np.flatnonzero(keys < -np.log1p(-rate))  # P(-log u < t) = 1 - e^-t = rate
     chunk.state["kpp_rows"] = rows
     chunk.state["kpp_X"] = np.ascontiguousarray(chunk.X[rows])
-    chunk.state["kpp_w"] = chunk_weights(chunk)[rows] / rate
+    chunk.state["kpp_w"] = chunk_weights(chunk)[rows]
+    chunk.state["kpp_scale"] = np.array([1.0 / rate])
 
 
 def sample_view(chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
     """The rows the k-means|| rounds see and their weights (scaled by 1 / rate when sampled)."""
     if "kpp_rows" in chunk.state:
-        return chunk.state["kpp_X"], chunk.state["kpp_w"]
+        return chunk.state["kpp_X"], chunk.state["kpp_w"] * chunk.state["kpp_scale"][0]
     return chunk.X, chunk.w
+
+
+def view_rows(chunk: Chunk, local: np.ndarray) -> dict[str, np.ndarray]:
+    """Rows ``local`` of the k-means|| view (sampled rows or the whole chunk), as sampled rows."""
+    if "kpp_rows" not in chunk.state:
+        return rows_of(chunk, local)
+    rows = chunk.state["kpp_rows"][local]
+    return {
+        "row": chunk.source_rows(rows),
+        "X": chunk.state["kpp_X"][local].astype(np.float64),
+        "w": chunk.state["kpp_w"][local].astype(np.float64),
+        "key": np.zeros(len(local)),
+    }
 
 
 def empty_rows(n_features: int, dtype=np.float64) -> dict[str, np.ndarray]:
@@ -95,21 +113,6 @@ def merge_rows(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, 
     merged = {name: np.concatenate([a[name], b[name]]) for name in a}
     order = np.argsort(merged["row"], kind="stable")
     return {name: value[order] for name, value in merged.items()}
-
-
-@dataclass
-class WeightTotalsOp:
-    """Total weight (row count when unweighted) of every chunk; the first pass of each seeding."""
-
-    n_chunks: int
-
-    def new_acc(self):
-        return {"W": np.zeros(self.n_chunks)}
-
-    def run(self, chunk: Chunk, acc) -> None:
-        acc["W"][chunk.index] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
-
-    merge = staticmethod(add_arrays)
 
 
 @dataclass
@@ -150,6 +153,27 @@ class DrawOp:
 
 
 @dataclass
+class FirstPassOp:
+    """The first pass of every seeding, which also validates every chunk: the total weight
+    (row count when unweighted) of each chunk and a probe of rows drawn with ``draw``."""
+
+    n_chunks: int
+    draw: DrawOp
+
+    def new_acc(self):
+        return {"W": np.zeros(self.n_chunks), "probe": self.draw.new_acc()}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        acc["W"][chunk.index] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
+        self.draw.run(chunk, acc["probe"])
+
+    def merge(self, a, b):
+        a["W"] += b["W"]
+        a["probe"] = self.draw.merge(a["probe"], b["probe"])
+        return a
+
+
+@dataclass
 class NearestUpdateOp:
     """Lower ``mind2`` / ``label`` with the candidates of ``index`` (a :class:`NearestIndex`).
 
@@ -166,6 +190,10 @@ class NearestUpdateOp:
     reset: bool = False
     rate: float = 1.0
     seed: int = 0
+
+    @property
+    def reads_rows(self) -> bool:
+        return self.reset or self.rate >= 1.0
 
     def new_acc(self):
         return {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
@@ -194,6 +222,11 @@ class BernoulliOp:
     step: int
     scale: float
     n_features: int
+    rate: float = 1.0
+
+    @property
+    def reads_rows(self) -> bool:
+        return self.rate >= 1.0
 
     def new_acc(self):
         return empty_rows(self.n_features)
@@ -202,9 +235,7 @@ class BernoulliOp:
         key = stream_key(self.seed, STREAM_BERNOULLI, self.step, chunk.index)
         _, w = sample_view(chunk)
         local = bernoulli_sample(key, w, chunk.state["mind2"], self.scale)
-        if "kpp_rows" in chunk.state:
-            local = chunk.state["kpp_rows"][local]
-        acc.update(merge_rows(dict(acc), rows_of(chunk, local)))
+        acc.update(merge_rows(dict(acc), view_rows(chunk, local)))
 
     merge = staticmethod(merge_rows)
 
@@ -280,6 +311,7 @@ class RelabelOp:
     """seed_label = new_of_old[seed_label]: the seeds renumbered (see ``spatial_order``)."""
 
     new_of_old: np.ndarray
+    reads_rows = False
 
     def new_acc(self):
         return {"rows": np.zeros(1)}
@@ -292,7 +324,7 @@ class RelabelOp:
 
 
 def _drop_seeding_state(chunk: Chunk) -> None:
-    for name in ("mind2", "label", "afk_d2", "kpp_rows", "kpp_X", "kpp_w"):
+    for name in ("mind2", "label", "afk_d2", *SAMPLE_STATE):
         chunk.state.pop(name, None)
 
 
