@@ -93,26 +93,7 @@ class KMeans(TruncatedEMEstimator):
                  n_samples=5, init="k-means||", max_iter=300, tol=1e-5, random_state=None,
                  oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None, memory_budget=None,
                  state="memory", state_store=None, scheduler_address=None, verbose=0, callback=None):
-        self.n_clusters = n_clusters
-        self.search = search
-        self.n_neighbors = n_neighbors
-        self.n_explore = n_explore
-        self.n_init_esteps = n_init_esteps
-        self.n_samples = n_samples
-        self.init = init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.random_state = random_state
-        self.oversampling_factor = oversampling_factor
-        self.init_rounds = init_rounds
-        self.chain_length = chain_length
-        self.chunk_rows = chunk_rows
-        self.memory_budget = memory_budget
-        self.state = state
-        self.state_store = state_store
-        self.scheduler_address = scheduler_address
-        self.verbose = verbose
-        self.callback = callback
+        self._store_params(locals())
 
     def _n_clusters(self) -> int:
         return self.n_clusters

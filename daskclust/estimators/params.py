@@ -66,6 +66,11 @@ class ParamsMixin:
         sig = inspect.signature(cls.__init__)
         return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind != p.VAR_KEYWORD]
 
+    def _store_params(self, values: dict[str, Any]) -> None:
+        """Store every ``__init__`` argument unchanged under its own name (call with ``locals()``)."""
+        for name in self._param_names():
+            setattr(self, name, values[name])
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self._param_names()}
 

@@ -197,15 +197,9 @@ def greedy_kmeanspp_indexed(gcent, grad, offsets, pts, pdist, wts, n_clusters, n
     gmax = np.full(B, np.inf)
     gsum = np.zeros(B)
     chosen = np.empty(n_clusters, dtype=np.int64)
-    total = wts.sum()
-    target = uniform(key, 0) * total
-    acc = 0.0
-    first = M - 1
-    for p in range(M):
-        acc += wts[p]
-        if acc > target:
-            first = p
-            break
+    ones = np.ones(M)
+    group_w = np.array([wts[offsets[g]:offsets[g + 1]].sum() for g in range(B)])
+    first = _draw_group_member(uniform(key, 0), group_w, offsets, wts, ones)  # in proportion to w
     chosen[0] = first
     _gain(first, gcent, grad, offsets, pts, pdist, wts, d2, gmax, True, gsum)
     trials = np.empty(n_trials, dtype=np.int64)
