@@ -122,16 +122,18 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
             "n_distances": int(scal[NDIST]),
             "distance_speedup": float(n_samples * C / max(scal[NDIST], 1.0)),
             "n_changed": n_changed,
-            "seconds": time.perf_counter() - t0,
         }
-        history.append(row)
         fixed_point = settings.kmeans and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
         done = t > first_m and (converged(prev_f, free_energy, settings.tol) or fixed_point)
+        last = done or t == first_m + settings.max_iter
+        if not last:
+            search.update(acc, new_centres, new_sigma2)
+        row["seconds"] = time.perf_counter() - t0  # E-step pass, M-step and neighbourhood update
+        history.append(row)
         if report is not None:
             report(row)
-        if done or t == first_m + settings.max_iter:
+        if last:
             break
-        search.update(acc, new_centres, new_sigma2)
         centres, sigma2, prev_f = new_centres, new_sigma2, free_energy
         if checkpointer is not None and checkpointer.due(t + 1):
             checkpointer.save(engine, LoopState(t + 1, centres, sigma2, prev_f, history), search.state())
