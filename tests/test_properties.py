@@ -88,3 +88,27 @@ def test_zero_weight_rows_are_never_seeds(client, init):
     model = daskclust.KMeans(9, init=init, random_state=1, max_iter=0).fit(np.vstack([X, far]), sample_weight=w,
                                                                            client=client)
     assert (np.abs(model.cluster_centers_) < 1e3).all()
+
+
+@pytest.mark.parametrize("dense, rate", [(False, 1.0), (True, 0.5)])
+def test_kmeans_parallel_draws_inside_the_update_pass_equal_a_separate_pass(client, dense, rate):
+    """The rows a NearestUpdateOp draws for the next k-means|| round (pruned while the
+    tree merges) are exactly those of a separate BernoulliOp pass over the same state."""
+    from daskclust.data import as_chunked_data
+    from daskclust.engine.engine import Engine
+    from daskclust.seeding.ops import BernoulliOp, NearestIndex, NearestUpdateOp, keep_drawn
+
+    X, _ = blobs(6000, 5, 30, seed=31)
+    w = np.random.default_rng(3).uniform(0.2, 2.0, len(X))
+    data = as_chunked_data(X, sample_weight=w, chunk_rows=500)
+    ell = 60.0
+    with Engine(data, client) as engine:
+        first = NearestIndex(X[:3], dense=dense, seed=4)
+        out = engine.map_reduce(NearestUpdateOp(first, 3, reset=True, rate=rate, seed=4, oversample=ell, step=1,
+                                                n_features=5))
+        phi = out["phi"][0]
+        fused = keep_drawn(out["draw"], ell / phi)
+        separate = engine.map_reduce(BernoulliOp(4, 1, ell / phi, 5, rate))
+    assert 20 < len(separate["row"]) < 150
+    np.testing.assert_array_equal(fused["row"], separate["row"])
+    np.testing.assert_array_equal(fused["X"], separate["X"])

@@ -45,6 +45,15 @@ def bernoulli_sample(key, w, mind2, scale):
 
 
 @njit(nogil=True, cache=True)
+def uniforms_at(key, rows):
+    """The draws ``uniform(key, i)`` for i in ``rows``: those ``bernoulli_sample`` compared."""
+    out = np.empty(rows.shape[0])
+    for t in range(rows.shape[0]):
+        out[t] = uniform(key, rows[t])
+    return out
+
+
+@njit(nogil=True, cache=True)
 def exponential_keys(key, mass):
     """Keys -log(u_i) / mass_i: the k smallest are a sample of k rows without replacement
     with probabilities proportional to ``mass`` (Efraimidis & Spirakis 2006).

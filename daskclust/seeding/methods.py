@@ -24,6 +24,7 @@ from .ops import (
     PotentialsOp,
     ProposalDrawOp,
     ProposalMassOp,
+    keep_drawn,
 )
 
 
@@ -89,7 +90,8 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversamp
 
     Round r keeps each row with probability min(1, l w d^2 / phi), l =
     oversampling_factor * C, phi = sum w d^2, then lowers d^2 with the new
-    candidates exactly. The first pass's probe of PROBE_ROWS rows decides how: ball indexes
+    candidates exactly; the rows of round r + 1 are drawn in the pass that lowers
+    d^2 for round r (see ``NearestUpdateOp``). The first pass's probe of PROBE_ROWS rows decides how: ball indexes
     where the triangle inequality prunes; otherwise matrix products, with the
     rounds run on a uniform sample of DENSE_SAMPLE * C rows (weights scaled up)
     since each candidate then costs a full distance for every row. The candidates, weighted by the mass
@@ -101,18 +103,25 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversamp
     dense = pruning_fails(probe["X"], seed)
     rate = min(1.0, DENSE_SAMPLE * n_clusters / engine.data.n_samples) if dense else 1.0
     cands = probe["X"][np.argmin(probe["key"])][None, :]  # the first draw: a row drawn in proportion to w
-    out = engine.map_reduce(NearestUpdateOp(NearestIndex(cands, seed=seed), 1, reset=True, rate=rate, seed=seed))
-    n_dist = int(out["n_dist"][0])
     ell = oversampling_factor * n_clusters
+    draw = dict(oversample=ell, n_features=D, rate=rate, seed=seed)  # each update pass draws the next round
+    out = engine.map_reduce(NearestUpdateOp(NearestIndex(cands, seed=seed), 1, reset=True, step=1, **draw))
+    n_dist = int(out["n_dist"][0])
     for r in range(1, init_rounds + 1):
         phi = out["phi"][0]
         if phi <= 0:
             break
-        new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D, rate))["X"]
+        drawn = out.pop("draw", None)
+        if drawn is not None:
+            new = keep_drawn(drawn, ell / phi)["X"]
+        else:  # the previous round drew nothing: draw again from the same distances
+            new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D, rate))["X"]
         if len(new) == 0:
             continue
         index = NearestIndex(new, len(cands), dense=dense, seed=seed)
-        out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new), rate=rate))
+        last = r == init_rounds
+        out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new), step=r + 1,
+                                                **{**draw, "oversample": 0.0 if last else ell}))
         cands = np.concatenate([cands, new])
         n_dist += int(out["n_dist"][0])
     mass = out["mass"]

@@ -16,7 +16,7 @@ from ..engine.ops import Chunk, add_arrays
 from ..kernels.ballindex import ball_nearest, build_ball_index
 from ..kernels.dense import dense_nearest
 from ..kernels.rng import stream_key
-from ..kernels.seeding import bernoulli_sample, exponential_keys, potentials, weighted_sum
+from ..kernels.seeding import bernoulli_sample, exponential_keys, potentials, uniforms_at, weighted_sum
 
 # Stream ids of the random streams drawn per chunk (keyed with seed, step, chunk).
 STREAM_DRAW, STREAM_BERNOULLI, STREAM_PROPOSAL, STREAM_SAMPLE = 11, 12, 13, 14
@@ -173,6 +173,32 @@ class FirstPassOp:
         return a
 
 
+DRAW_MARGIN = 1.0 + 1e-9
+"""Rows kept while merging k-means|| draws pass the test with a scale this much larger
+than the final one can be: partial sums of phi may round either way of a subset's."""
+
+
+def oversample(chunk: Chunk, seed: int, step: int, scale: float) -> dict[str, np.ndarray]:
+    """Rows of the k-means|| view that ``BernoulliOp(seed, step, scale)`` would keep, with
+    what decides them again for a smaller scale: the draw ``u``, the weight ``wt``
+    and ``mind2`` of the test u < scale * wt * mind2."""
+    key = stream_key(seed, STREAM_BERNOULLI, step, chunk.index)
+    _, w = sample_view(chunk)
+    mind2 = chunk.state["mind2"]
+    local = bernoulli_sample(key, w, mind2, scale)
+    rows = view_rows(chunk, local)
+    rows["u"] = uniforms_at(key, local)
+    rows["wt"] = w[local] if w.shape[0] else np.ones(len(local))
+    rows["mind2"] = mind2[local]
+    return rows
+
+
+def keep_drawn(rows: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
+    """The rows among ``oversample``'s that pass u < scale * wt * mind2."""
+    keep = rows["u"] < scale * rows["wt"] * rows["mind2"]
+    return {name: value[keep] for name, value in rows.items()}
+
+
 @dataclass
 class NearestUpdateOp:
     """Lower ``mind2`` / ``label`` with the candidates of ``index`` (a :class:`NearestIndex`).
@@ -183,6 +209,13 @@ class NearestUpdateOp:
     phi = sum w mind2, the weight of the rows nearest to each of the
     ``n_total`` candidates so far (``mass``, for the k-means|| reduction;
     ``n_total=0`` skips it) and the number of distances evaluated.
+
+    With ``oversample`` = l > 0 the pass also draws the next k-means|| round,
+    ``step``, in ``draw``: the rows ``BernoulliOp(seed, step, l / phi)`` would
+    keep, phi being the sum this very pass computes. Each accumulator keeps
+    the rows that pass the test with l over its own partial phi (at least the
+    final rows, about l in number); the root's are filtered with the final phi by
+    ``keep_drawn``. One pass per round instead of two, with the same draws.
     """
 
     index: NearestIndex
@@ -190,13 +223,20 @@ class NearestUpdateOp:
     reset: bool = False
     rate: float = 1.0
     seed: int = 0
+    oversample: float = 0.0
+    step: int = 0
+    n_features: int = 0
 
     @property
     def reads_rows(self) -> bool:
         return self.reset or self.rate >= 1.0
 
     def new_acc(self):
-        return {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
+        acc = {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
+        if self.oversample:
+            acc["draw"] = {**empty_rows(self.n_features), "u": np.empty(0), "wt": np.empty(0),
+                           "mind2": np.empty(0)}
+        return acc
 
     def run(self, chunk: Chunk, acc) -> None:
         if self.reset or "mind2" not in chunk.state:
@@ -210,8 +250,18 @@ class NearestUpdateOp:
         acc["phi"][0] += weighted_sum(w, mind2)
         if self.n_total:
             acc["mass"] += np.bincount(label, weights=w if w.shape[0] else None, minlength=self.n_total)
+        if self.oversample and acc["phi"][0] > 0:
+            scale = DRAW_MARGIN * self.oversample / acc["phi"][0]
+            drawn = oversample(chunk, self.seed, self.step, scale)
+            acc["draw"] = keep_drawn(merge_rows(acc["draw"], drawn), scale)
 
-    merge = staticmethod(add_arrays)
+    def merge(self, a, b):
+        draws = (a.pop("draw"), b.pop("draw")) if self.oversample else None
+        a = add_arrays(a, b)
+        if draws is not None:
+            merged = merge_rows(*draws)
+            a["draw"] = keep_drawn(merged, DRAW_MARGIN * self.oversample / a["phi"][0]) if a["phi"][0] > 0 else merged
+        return a
 
 
 @dataclass
