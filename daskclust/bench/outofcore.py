@@ -3,8 +3,9 @@
 Gaussian blobs, 50 million rows x 32 float32 features (6.4 GB), centres
 SEPARATION noise standard deviations from their nearest neighbour (close
 enough that Lloyd needs tens of iterations; the default, well separated blobs
-converge in one), on 2 workers limited to 1 GiB each (the data are 3.2x the workers' total memory; the default
-budget, half of it, sends every pass back to the store). For zarr without and
+converge in one), on 2 workers limited to 1 GiB each (the data are 3.2x the
+workers' total memory; the default budget, half of it, sends every pass back
+to the store). For zarr without and
 with zstd compression: the time Dask takes to read the array once (the floor),
 cold (page cache dropped, where allowed) and warm, and a var-k-means-S fit with
 C = 1000 (KMeans defaults, at most MAX_ITER iterations): iterations, median

@@ -104,8 +104,9 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversamp
     rate = min(1.0, DENSE_SAMPLE * n_clusters / engine.data.n_samples) if dense else 1.0
     cands = probe["X"][np.argmin(probe["key"])][None, :]  # the first draw: a row drawn in proportion to w
     ell = oversampling_factor * n_clusters
-    draw = dict(oversample=ell, n_features=D, rate=rate, seed=seed)  # each update pass draws the next round
-    out = engine.map_reduce(NearestUpdateOp(NearestIndex(cands, seed=seed), 1, reset=True, step=1, **draw))
+    common = dict(n_features=D, rate=rate, seed=seed)  # each update pass also draws the next round's rows
+    out = engine.map_reduce(NearestUpdateOp(NearestIndex(cands, seed=seed), 1, reset=True, oversample=ell, step=1,
+                                            **common))
     n_dist = int(out["n_dist"][0])
     for r in range(1, init_rounds + 1):
         phi = out["phi"][0]
@@ -119,9 +120,9 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversamp
         if len(new) == 0:
             continue
         index = NearestIndex(new, len(cands), dense=dense, seed=seed)
-        last = r == init_rounds
-        out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new), step=r + 1,
-                                                **{**draw, "oversample": 0.0 if last else ell}))
+        ell_next = 0.0 if r == init_rounds else ell
+        out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new), oversample=ell_next, step=r + 1,
+                                                **common))
         cands = np.concatenate([cands, new])
         n_dist += int(out["n_dist"][0])
     mass = out["mass"]

@@ -193,6 +193,11 @@ def oversample(chunk: Chunk, seed: int, step: int, scale: float) -> dict[str, np
     return rows
 
 
+def empty_draws(n_features: int) -> dict[str, np.ndarray]:
+    """No rows of ``oversample`` yet."""
+    return {**empty_rows(n_features), "u": np.empty(0), "wt": np.empty(0), "mind2": np.empty(0)}
+
+
 def keep_drawn(rows: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
     """The rows among ``oversample``'s that pass u < scale * wt * mind2."""
     keep = rows["u"] < scale * rows["wt"] * rows["mind2"]
@@ -234,8 +239,7 @@ class NearestUpdateOp:
     def new_acc(self):
         acc = {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
         if self.oversample:
-            acc["draw"] = {**empty_rows(self.n_features), "u": np.empty(0), "wt": np.empty(0),
-                           "mind2": np.empty(0)}
+            acc["draw"] = empty_draws(self.n_features)
         return acc
 
     def run(self, chunk: Chunk, acc) -> None:
@@ -279,13 +283,10 @@ class BernoulliOp:
         return self.rate >= 1.0
 
     def new_acc(self):
-        return empty_rows(self.n_features)
+        return empty_draws(self.n_features)
 
     def run(self, chunk: Chunk, acc) -> None:
-        key = stream_key(self.seed, STREAM_BERNOULLI, self.step, chunk.index)
-        _, w = sample_view(chunk)
-        local = bernoulli_sample(key, w, chunk.state["mind2"], self.scale)
-        acc.update(merge_rows(dict(acc), view_rows(chunk, local)))
+        acc.update(merge_rows(dict(acc), oversample(chunk, self.seed, self.step, self.scale)))
 
     merge = staticmethod(merge_rows)
 
