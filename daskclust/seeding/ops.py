@@ -178,7 +178,7 @@ DRAW_MARGIN = 1.0 + 1e-9
 than the final one can be: partial sums of phi may round either way of a subset's."""
 
 
-def oversample(chunk: Chunk, seed: int, step: int, scale: float) -> dict[str, np.ndarray]:
+def oversampled_rows(chunk: Chunk, seed: int, step: int, scale: float) -> dict[str, np.ndarray]:
     """Rows of the k-means|| view that ``BernoulliOp(seed, step, scale)`` would keep, with
     what decides them again for a smaller scale: the draw ``u``, the weight ``wt``
     and ``mind2`` of the test u < scale * wt * mind2."""
@@ -194,12 +194,12 @@ def oversample(chunk: Chunk, seed: int, step: int, scale: float) -> dict[str, np
 
 
 def empty_draws(n_features: int) -> dict[str, np.ndarray]:
-    """No rows of ``oversample`` yet."""
+    """No rows of ``oversampled_rows`` yet."""
     return {**empty_rows(n_features), "u": np.empty(0), "wt": np.empty(0), "mind2": np.empty(0)}
 
 
 def keep_drawn(rows: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
-    """The rows among ``oversample``'s that pass u < scale * wt * mind2."""
+    """The rows of ``oversampled_rows`` that pass u < scale * wt * mind2."""
     keep = rows["u"] < scale * rows["wt"] * rows["mind2"]
     return {name: value[keep] for name, value in rows.items()}
 
@@ -256,7 +256,7 @@ class NearestUpdateOp:
             acc["mass"] += np.bincount(label, weights=w if w.shape[0] else None, minlength=self.n_total)
         if self.oversample and acc["phi"][0] > 0:
             scale = DRAW_MARGIN * self.oversample / acc["phi"][0]
-            drawn = oversample(chunk, self.seed, self.step, scale)
+            drawn = oversampled_rows(chunk, self.seed, self.step, scale)
             acc["draw"] = keep_drawn(merge_rows(acc["draw"], drawn), scale)
 
     def merge(self, a, b):
@@ -286,7 +286,7 @@ class BernoulliOp:
         return empty_draws(self.n_features)
 
     def run(self, chunk: Chunk, acc) -> None:
-        acc.update(merge_rows(dict(acc), oversample(chunk, self.seed, self.step, self.scale)))
+        acc.update(merge_rows(dict(acc), oversampled_rows(chunk, self.seed, self.step, self.scale)))
 
     merge = staticmethod(merge_rows)
 
