@@ -255,17 +255,24 @@ class NearestUpdateOp:
         if self.n_total:
             acc["mass"] += np.bincount(label, weights=w if w.shape[0] else None, minlength=self.n_total)
         if self.oversample and acc["phi"][0] > 0:
-            scale = DRAW_MARGIN * self.oversample / acc["phi"][0]
-            drawn = oversampled_rows(chunk, self.seed, self.step, scale)
-            acc["draw"] = keep_drawn(merge_rows(acc["draw"], drawn), scale)
+            drawn = oversampled_rows(chunk, self.seed, self.step, self._partial_scale(acc["phi"][0]))
+            acc["draw"] = self._merge_draws(acc["draw"], drawn, acc["phi"][0])
 
     def merge(self, a, b):
         draws = (a.pop("draw"), b.pop("draw")) if self.oversample else None
         a = add_arrays(a, b)
         if draws is not None:
-            merged = merge_rows(*draws)
-            a["draw"] = keep_drawn(merged, DRAW_MARGIN * self.oversample / a["phi"][0]) if a["phi"][0] > 0 else merged
+            a["draw"] = self._merge_draws(*draws, a["phi"][0])
         return a
+
+    def _partial_scale(self, phi: float) -> float:
+        """l / phi for a partial sum phi, with the margin that keeps every finally drawn row."""
+        return DRAW_MARGIN * self.oversample / phi
+
+    def _merge_draws(self, a: dict, b: dict, phi: float) -> dict:
+        """Both accumulators' drawn rows, without those that cannot pass once phi is complete."""
+        merged = merge_rows(a, b)
+        return keep_drawn(merged, self._partial_scale(phi)) if phi > 0 else merged
 
 
 @dataclass
