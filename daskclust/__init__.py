@@ -11,16 +11,21 @@ from .errors import InvalidDataError, InvalidParameterError, NotFittedError  # n
 
 
 def load(path, *, storage_options=None):
-    """Load a model saved with ``model.save(path)``."""
+    """Load a model saved with ``model.save(path)``.
+
+    Raises :class:`~daskclust.errors.ModelStoreError` for anything but a whole,
+    consistent model store (missing, incomplete, damaged, non-finite centres,
+    parameters that do not match the arrays).
+    """
+    from .errors import ModelStoreError
     from .estimators.base import restore
     from .store import load_model
 
     stored = load_model(path, storage_options=storage_options)
     classes = {"KMeans": KMeans, "GaussianMixture": GaussianMixture}
-    estimator = classes[stored.kind](**stored.params)
-    restore(estimator, stored.arrays, stored.scalars)
-    estimator.history_ = list(stored.history)
-    return estimator
+    if stored.kind not in classes:
+        raise ModelStoreError(f"{path!r} holds a model of unknown kind {stored.kind!r}")
+    return restore(classes[stored.kind], stored.params, stored.arrays, stored.scalars, stored.history, repr(path))
 
 
 __all__ = ["KMeans", "GaussianMixture", "load", "InvalidDataError", "InvalidParameterError", "NotFittedError"]

@@ -1,12 +1,17 @@
 """Checkpoints of a running fit, written atomically, and resuming from them.
 
-A checkpoint directory (``fit(..., checkpoint="run.zarr")``) holds one zarr group
-per saved iteration, ``ckpt-000012``, of which the newest two complete ones are kept:
+A checkpoint directory (``fit(..., checkpoint="run.zarr")``) is a zarr group
+marked as a daskclust ``"checkpoints"`` store (see :mod:`daskclust.io`: a fit
+only writes into a new directory, one it is resuming from, or, with
+``overwrite=True``, replaces an older checkpoint directory; never anything
+else). It holds one zarr group per saved iteration, ``ckpt-000012``, of which
+the newest two complete ones are kept:
 
-- attributes: the estimator's kind and parameters, the data's fingerprint and
-  location, the seed (the random streams are keyed by seed, iteration and chunk,
-  so the iteration is the RNG position), the seeding's figures, the history, the
-  loop position, and ``complete``, written last;
+- attributes: the estimator's kind and model parameters (runtime settings such
+  as the scheduler address are never stored), the data's fingerprint and
+  location, the seed (the random streams are keyed by seed, iteration and
+  chunk, so the iteration is the RNG position), the seeding's figures, the
+  history, the loop position, and ``complete``, written last;
 - arrays: the centres and the search strategy's tables;
 - ``chunks/NNNNNN/``: each chunk's per-row state (K(n)) and row order, written
   by the worker that holds the chunk (nothing of size N passes the driver).
@@ -14,14 +19,14 @@ per saved iteration, ``ckpt-000012``, of which the newest two complete ones are 
 A checkpoint is written under a ``.tmp`` name and renamed when complete (local
 paths), so an interrupted write leaves no directory that looks complete; one
 without the ``complete`` attribute is refused, and resuming takes the newest
-complete one.
+complete one. Loading verifies that every array and every chunk's state is
+present, so a damaged checkpoint is refused rather than resumed on zeros.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import warnings
 from dataclasses import dataclass, field
 
@@ -29,7 +34,8 @@ import numpy as np
 import zarr
 
 from . import __version__
-from .errors import CheckpointError
+from .errors import CheckpointError, StoreError
+from .io import ARRAY_CONFIG, Location, check_target, discard, mark, remove_store, store_kind, swap_in
 
 FORMAT = 1
 KEEP = 2
@@ -68,39 +74,51 @@ def data_fingerprint(data) -> dict:
     }
 
 
-def _is_local(url: str) -> bool:
-    return "://" not in url
-
-
 class Checkpointer:
-    """Saves a checkpoint every ``every`` iterations into directory ``path``.
+    """Saves a checkpoint every ``every`` iterations into the checkpoint directory ``path``.
 
     ``meta`` (JSON-serialisable) is stored with every checkpoint: estimator
     kind and parameters, data fingerprint and location, seed, seeding figures.
+    :meth:`prepare` checks and creates the directory before any work.
     """
 
-    def __init__(self, path: str | os.PathLike, every: int, meta: dict):
-        if every < 1:
+    def __init__(self, path: str | os.PathLike | Location, every: int, meta: dict):
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
             raise CheckpointError(f"checkpoint_every must be a positive integer, got {every!r}")
-        self.path = os.fspath(path).rstrip("/")
+        self.location = Location.parse(path)
+        self.path = self.location.url
         self.every = int(every)
         self.meta = meta
+
+    def prepare(self, *, overwrite: bool = False, resuming: Location | None = None, inputs=()) -> None:
+        """Check the directory may be written (before any work) and create it, marked as ours.
+
+        An existing checkpoint directory is continued when the fit resumes from
+        it (or from a checkpoint inside it) and replaced with ``overwrite``.
+        """
+        continuing = resuming is not None and resuming.overlaps(self.location) and \
+            store_kind(self.location) == "checkpoints"
+        check_target(self.location, "checkpoints", overwrite=overwrite or continuing, inputs=inputs,
+                     option="overwrite=True (--overwrite), or resume from it")
+        if self.location.exists() and not continuing:
+            remove_store(self.location)
+        zarr.open_group(self.location.url, mode="a", **self.location.zarr_kwargs)
+        mark(self.location, "checkpoints", complete=False)
 
     def due(self, iteration: int) -> bool:
         return iteration % self.every == 0
 
     def save(self, engine, state: LoopState, search: dict[str, np.ndarray]) -> str:
         """Write the checkpoint of ``state`` (workers write the chunk states); returns its URL."""
-        name = f"{PREFIX}{state.iteration:06d}"
-        final = f"{self.path}/{name}"
-        target = f"{final}.tmp" if _is_local(self.path) else final
-        if _is_local(self.path):
-            os.makedirs(self.path, exist_ok=True)
-            shutil.rmtree(target, ignore_errors=True)
-        group = zarr.open_group(target, mode="w")
-        group.create_array("centres", data=np.ascontiguousarray(state.centres))
+        local = not self.location.is_url
+        final = f"{self.path}/{PREFIX}{state.iteration:06d}"
+        target = f"{final}.tmp" if local else final
+        if local:
+            discard(target)
+        group = zarr.open_group(target, mode="w", **self.location.zarr_kwargs)
+        group.create_array("centres", data=np.ascontiguousarray(state.centres), config=ARRAY_CONFIG)
         for key, value in search.items():
-            group.create_array(f"search_{key}", data=np.ascontiguousarray(value))
+            group.create_array(f"search_{key}", data=np.ascontiguousarray(value), config=ARRAY_CONFIG)
         engine.save_state(target)
         group.attrs.update({
             "daskclust_checkpoint": FORMAT,
@@ -113,20 +131,20 @@ class Checkpointer:
             "search_keys": sorted(search),
         })
         group.attrs["complete"] = True  # last: a checkpoint without it is refused
-        if _is_local(self.path):
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(target, final)
+        if local:
+            swap_in(target, final)
             self._prune()
         return final
 
     def _prune(self) -> None:
         complete = [c for c in list_checkpoints(self.path) if is_complete(f"{self.path}/{c}")]
         for name in complete[:-KEEP]:
-            shutil.rmtree(f"{self.path}/{name}", ignore_errors=True)
+            discard(f"{self.path}/{name}")
 
 
 def list_checkpoints(path: str) -> list[str]:
     """Names of the checkpoints in ``path``, oldest first (local directories only)."""
+    path = Location.parse(path).url if "://" not in os.fspath(path) else os.fspath(path)
     if not os.path.isdir(path):
         return []
     return sorted(n for n in os.listdir(path) if n.startswith(PREFIX) and not n.endswith(".tmp"))
@@ -135,15 +153,15 @@ def list_checkpoints(path: str) -> list[str]:
 def is_complete(url: str) -> bool:
     try:
         return bool(zarr.open_group(url, mode="r").attrs.get("complete", False))
-    except (FileNotFoundError, ValueError, KeyError):
+    except Exception:  # noqa: BLE001 - unreadable or damaged: not a complete checkpoint
         return False
 
 
 def latest(path: str | os.PathLike) -> str:
     """URL of the checkpoint to resume from: ``path`` itself if it is one, else the newest
     complete checkpoint in the directory ``path`` (warning about newer incomplete ones)."""
-    path = os.fspath(path).rstrip("/")
-    if os.path.basename(path).startswith(PREFIX) or not _is_local(path):
+    path = Location.parse(path).url
+    if os.path.basename(path).startswith(PREFIX) or "://" in path:
         return path
     names = list_checkpoints(path)
     if not names:
@@ -163,26 +181,65 @@ def load(path: str | os.PathLike) -> Checkpoint:
     Raises
     ------
     CheckpointError
-        Missing, not a checkpoint, incomplete (interrupted while writing), or of a newer format.
+        Missing, not a checkpoint, incomplete (interrupted while writing),
+        damaged (unreadable attributes, missing arrays, chunks or chunk states)
+        or of a newer format.
     """
-    url = latest(path)
+    try:
+        url = latest(path)
+    except StoreError as exc:
+        raise CheckpointError(str(exc)) from exc
     try:
         group = zarr.open_group(url, mode="r")
-    except (FileNotFoundError, ValueError) as exc:
-        raise CheckpointError(f"{url!r} is not a daskclust checkpoint") from exc
-    attrs = dict(group.attrs)
+        attrs = dict(group.attrs)
+    except Exception as exc:  # noqa: BLE001 - missing or unreadable: not a checkpoint
+        raise CheckpointError(f"{url!r} is not a daskclust checkpoint ({type(exc).__name__}: {exc})") from exc
     if not attrs.get("complete"):
         if "centres" in group or url.endswith(".tmp"):
             raise CheckpointError(f"checkpoint {url!r} is incomplete: it was interrupted while writing; "
                                   "resume from the checkpoint directory to use the previous one")
         raise CheckpointError(f"{url!r} is not a daskclust checkpoint")
-    if attrs.get("daskclust_checkpoint", 0) > FORMAT:
-        raise CheckpointError(f"checkpoint {url!r} has format {attrs['daskclust_checkpoint']}, newer than this "
+    if not isinstance(attrs.get("daskclust_checkpoint"), int) or attrs["daskclust_checkpoint"] > FORMAT:
+        raise CheckpointError(f"checkpoint {url!r} has format {attrs.get('daskclust_checkpoint')!r}, not one this "
                               f"daskclust ({__version__}) reads")
-    search = {key: group[f"search_{key}"][:] for key in attrs["search_keys"]}
-    state = LoopState(int(attrs["iteration"]), group["centres"][:], float(attrs["sigma2"]), attrs["prev_f"],
-                      json.loads(attrs["history"]))
-    return Checkpoint(url, state, search, json.loads(attrs["meta"]))
+    try:
+        meta = json.loads(attrs["meta"])
+        if not isinstance(meta, dict) or not {"kind", "params", "data", "seed"} <= set(meta):
+            raise ValueError("its metadata lack the estimator, data or seed")
+        _verify(group, url, len(meta["data"]["bounds"]) - 1)
+        search = {key: group[f"search_{key}"][:] for key in attrs["search_keys"]}
+        state = LoopState(int(attrs["iteration"]), group["centres"][:], float(attrs["sigma2"]), attrs["prev_f"],
+                          json.loads(attrs["history"]))
+    except Exception as exc:  # noqa: BLE001 - damaged attributes or arrays: one clear error
+        raise CheckpointError(f"checkpoint {url!r} is damaged ({type(exc).__name__}: {exc})") from exc
+    if not np.all(np.isfinite(state.centres)):
+        raise CheckpointError(f"checkpoint {url!r} is damaged: its centres are not all finite")
+    return Checkpoint(url, state, search, meta)
+
+
+def _verify(group: zarr.Group, url: str, n_chunks: int) -> None:
+    """Raise unless every array of the checkpoint at ``url``, and each of the ``n_chunks`` chunk
+    states (groups ``chunks/NNNNNN`` written by the shards), is whole."""
+    names = ["centres"] + [f"search_{key}" for key in group.attrs["search_keys"]]
+    arrays = [(name, group[name]) for name in names]
+    for index in range(n_chunks):
+        try:
+            state = zarr.open_group(f"{url}/chunks/{index:06d}", mode="r")
+        except FileNotFoundError as exc:
+            raise ValueError(f"the state of chunk {index} is missing") from exc
+        listed = state.attrs.get("arrays")  # written by the shard after its arrays
+        if not isinstance(listed, list) or "__perm__" not in listed:
+            raise ValueError(f"the state of chunk {index} is incomplete")
+        for name in listed:
+            try:
+                arrays.append((f"chunks/{index:06d}/{name}", zarr.open_array(f"{url}/chunks/{index:06d}/{name}",
+                                                                              mode="r")))
+            except FileNotFoundError as exc:
+                raise ValueError(f"array {name!r} of the state of chunk {index} is missing") from exc
+    for name, array in arrays:
+        if int(array.nchunks_initialized) != int(array.nchunks):
+            raise ValueError(f"array {name!r} has {int(array.nchunks) - int(array.nchunks_initialized)} "
+                             "missing chunk(s)")
 
 
 def check_resumable(checkpoint: Checkpoint, kind: str, params: dict, fingerprint: dict) -> None:
@@ -191,7 +248,7 @@ def check_resumable(checkpoint: Checkpoint, kind: str, params: dict, fingerprint
     if meta["kind"] != kind:
         raise CheckpointError(f"checkpoint {checkpoint.url!r} is of a {meta['kind']}, not a {kind}")
     differing = sorted(k for k, v in params.items() if k in meta["params"] and meta["params"][k] != v
-                       and k not in RUNTIME_PARAMS)
+                       and k != "max_iter")
     if differing:
         listed = ", ".join(f"{k}={meta['params'][k]!r}" for k in differing)
         raise CheckpointError(f"checkpoint {checkpoint.url!r} was written with other parameters: {listed}")
@@ -199,6 +256,3 @@ def check_resumable(checkpoint: Checkpoint, kind: str, params: dict, fingerprint
         raise CheckpointError(f"checkpoint {checkpoint.url!r} was written for other data "
                               f"(shape, dtype, chunking or weights differ)")
 
-
-RUNTIME_PARAMS = {"verbose", "callback", "scheduler_address", "memory_budget", "max_iter"}
-"""Parameters that may change between a checkpoint and its resumption."""

@@ -33,21 +33,18 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 from collections.abc import Callable
 from typing import Any
 
 import dask.array as da
 import numpy as np
 import zarr
-from fsspec import AbstractFileSystem
-from fsspec.core import url_to_fs
-from fsspec.implementations.local import LocalFileSystem
 from zarr.errors import ContainsArrayError
 
 from . import __version__
 from .data.chunking import default_chunk_rows
-from .errors import InvalidDataError, InvalidParameterError
+from .errors import InvalidDataError, InvalidParameterError, StoreError
+from .io import ARRAY_CONFIG, Location, writing
 
 #: Distance between neighbouring BIRCH grid centres.
 BIRCH_SPACING = 4.0 * math.sqrt(2.0)
@@ -87,8 +84,9 @@ def birch_grid_centres(n_clusters: int) -> np.ndarray:
 
 
 _STORE_PARAMETERS = """overwrite : bool, default False
-        Replace an existing zarr store at ``path``; otherwise an existing
-        ``path`` raises :class:`FileExistsError`.
+        Replace a data set daskclust made at ``path``; anything else at
+        ``path`` is never replaced (:class:`~daskclust.errors.OutputRefusedError`,
+        a :class:`FileExistsError`).
     storage_options : dict, optional
         fsspec options, for URLs only."""
 
@@ -152,9 +150,9 @@ def make_birch(
     ------
     InvalidParameterError
         If a parameter is out of range (e.g. C not a perfect square).
-    FileExistsError
-        If ``path`` exists and ``overwrite`` is false, or it exists and is
-        not a zarr store.
+    OutputRefusedError
+        If ``path`` exists and ``overwrite`` is false, or it holds anything
+        but a data set daskclust made.
     """
     centres = birch_grid_centres(n_clusters)
     points_per_cluster = _positive_int("points_per_cluster", points_per_cluster)
@@ -263,9 +261,9 @@ def make_blobs(
     ------
     InvalidParameterError
         If a parameter is out of range.
-    FileExistsError
-        If ``path`` exists and ``overwrite`` is false, or it exists and is
-        not a zarr store.
+    OutputRefusedError
+        If ``path`` exists and ``overwrite`` is false, or it holds anything
+        but a data set daskclust made.
     """
     n_samples = _positive_int("n_samples", n_samples)
     n_features = _positive_int("n_features", n_features)
@@ -367,27 +365,23 @@ def _write_dataset(
     """Create the group at ``path`` and fill it chunk by chunk.
 
     ``make_chunk(k, start, stop)`` returns the rows ``[start, stop)`` of ``X``
-    and ``labels`` for chunk ``k``. The attributes are written last, and a
-    local store is removed again if anything fails on the way.
+    and ``labels`` for chunk ``k``. Written as a daskclust ``"dataset"`` store
+    (:func:`daskclust.io.writing`: only a data set daskclust made is replaced,
+    with ``overwrite``; a local store is written beside the target and swapped
+    in when complete, and nothing is left behind if anything fails).
     """
-    url = os.fspath(path)
-    fs, root = url_to_fs(url, **(storage_options or {}))
-    _check_target(fs, root, url, overwrite)
-    local = isinstance(fs, LocalFileSystem)
-    # A local path is given to zarr as a plain path (a LocalStore creates the directories).
-    store, zarr_kwargs = (root, {}) if local else (url, _fsspec_kwargs(storage_options))
-    group = zarr.open_group(store, mode="w" if overwrite else "w-", **zarr_kwargs)
     try:
+        location = Location.parse(path, storage_options)
+    except StoreError as exc:
+        raise InvalidParameterError(str(exc)) from exc
+    with writing(location, "dataset", overwrite=overwrite) as target:
+        group = zarr.open_group(target.url, mode="w", **target.zarr_kwargs)
         x_array, label_array = _create_arrays(group, centres, n_samples, chunk_rows, dtype, compression)
         for k, start in enumerate(range(0, n_samples, chunk_rows)):
             stop = min(start + chunk_rows, n_samples)
             x_array[start:stop], label_array[start:stop] = make_chunk(k, start, stop)
         group.update_attributes(attrs)
-    except BaseException:
-        if local:
-            shutil.rmtree(root, ignore_errors=True)
-        raise
-    return zarr.open_group(store, mode="r", **zarr_kwargs)
+    return zarr.open_group(location.url, mode="r", **location.zarr_kwargs)
 
 
 def _create_arrays(
@@ -403,6 +397,7 @@ def _create_arrays(
         dtype=dtype,
         compressors=compressors if compression == "zstd" else None,
         dimension_names=("sample", "feature"),
+        config=ARRAY_CONFIG,
     )
     label_array = group.create_array(
         "labels",
@@ -411,6 +406,7 @@ def _create_arrays(
         dtype=np.int32,
         compressors=compressors,
         dimension_names=("sample",),
+        config=ARRAY_CONFIG,
     )
     centre_array = group.create_array(
         "centers",
@@ -419,19 +415,10 @@ def _create_arrays(
         dtype=np.float64,
         compressors=compressors,
         dimension_names=("cluster", "feature"),
+        config=ARRAY_CONFIG,
     )
     centre_array[...] = centres
     return x_array, label_array
-
-
-def _check_target(fs: AbstractFileSystem, root: str, url: str, overwrite: bool) -> None:
-    """Refuse an existing ``url`` unless ``overwrite``, and never overwrite a non-zarr path."""
-    if not fs.exists(root):
-        return
-    if not overwrite:
-        raise FileExistsError(f"{url!r} already exists; pass overwrite=True to replace it")
-    if not fs.exists(f"{root.rstrip('/')}/zarr.json"):
-        raise FileExistsError(f"{url!r} exists and is not a zarr v3 store; refusing to overwrite it")
 
 
 def _fsspec_kwargs(storage_options: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Exceptions raised by daskclust.
+"""Exceptions and warnings raised by daskclust.
 
 Each class also inherits the builtin it refines, so ``except ValueError`` keeps
 working for callers that do not know daskclust (the zarr / xarray habit).
@@ -12,7 +12,7 @@ class DaskclustError(Exception):
 
 
 class InvalidDataError(DaskclustError, ValueError):
-    """The input data cannot be clustered (shape, dtype, NaN/inf, too few rows...)."""
+    """The input data cannot be clustered (shape, dtype, NaN/inf, too few rows, missing chunks...)."""
 
 
 class InvalidParameterError(DaskclustError, ValueError):
@@ -23,8 +23,9 @@ class NotFittedError(DaskclustError, ValueError, AttributeError):
     """A fitted attribute was requested from an estimator that was not fitted."""
 
 
-class CheckpointError(DaskclustError, RuntimeError):
-    """A checkpoint cannot be written or is incomplete / inconsistent."""
+class ClusterError(DaskclustError, RuntimeError):
+    """The Dask cluster cannot run the work: no scheduler at the address, no workers,
+    or a worker that was restarted or paused (memory) while the work waited on it."""
 
 
 class WorkerLost(DaskclustError, RuntimeError):
@@ -35,5 +36,23 @@ class WorkerLost(DaskclustError, RuntimeError):
         super().__init__(f"lost worker(s) {', '.join(self.addresses)} during a pass")
 
 
-class ModelStoreError(DaskclustError, OSError):
-    """A saved model cannot be read (missing, truncated or of another kind)."""
+class StoreError(DaskclustError, OSError):
+    """A store cannot be read or written safely (see :mod:`daskclust.io`)."""
+
+
+class OutputRefusedError(StoreError, FileExistsError):
+    """An output location was refused before any work: it holds something daskclust did
+    not write (or of another kind), it needs ``overwrite``, it overlaps an input of the
+    same call, or the workers cannot see it."""
+
+
+class ModelStoreError(StoreError):
+    """A saved model cannot be read (missing, damaged, truncated or of another kind)."""
+
+
+class CheckpointError(StoreError, RuntimeError):
+    """A checkpoint cannot be written or is incomplete / damaged / inconsistent."""
+
+
+class ConvergenceWarning(UserWarning):
+    """The fit ended with a degenerate model (e.g. fewer distinct points than clusters)."""

@@ -27,40 +27,36 @@ Attributes
     the order of the arrays and history columns), ``daskclust_version``,
     ``daskclust_format`` and, in a store only, ``daskclust_complete``.
 
-Atomicity
----------
-``daskclust_complete = True`` is written after everything else, and
-:func:`load_model` refuses a store without it. A local save writes to the
-sibling ``<path>.tmp-<uuid>`` and then swaps it in with renames, so the old
-model stays loadable until the new one is complete. An fsspec URL is written
-in place: the old store's completion mark is removed first, and the new one
-added last.
+Safety
+------
+Saving follows the rules of :mod:`daskclust.io`: the store is marked as a
+``"model"`` store, only a model store is ever replaced (with ``overwrite``), a
+local save is written beside the target and renamed in when complete, and
+``daskclust_complete = True`` is written last; :func:`load_model` refuses a
+store without it, and verifies that every chunk of every variable is present
+(zarr would otherwise read a deleted chunk as its fill value).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import re
-import shutil
-import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import xarray as xr
 import zarr
-from fsspec.core import url_to_fs
 
 from . import __version__
-from .errors import InvalidParameterError, ModelStoreError
+from .errors import InvalidParameterError, ModelStoreError, StoreError
+from .io import COMPLETE_ATTR, Location, check_target, writing
 
 FORMAT = 1
 """Version of the dataset layout written by this module."""
 
-_COMPLETE = "daskclust_complete"
 _REQUIRED_ATTRS = (
     "daskclust_kind",
     "daskclust_params",
@@ -98,45 +94,13 @@ class StoredModel:
     history: list[dict[str, float | int]]
 
 
-@dataclass(frozen=True)
-class _Location:
-    """A store location: a normalised local path, or an fsspec URL and its options."""
-
-    path: str
-    storage_options: dict | None
-
-    @classmethod
-    def parse(cls, path: str | os.PathLike, storage_options: dict | None) -> _Location:
-        """Normalise ``path``; ``storage_options`` are only valid with a URL."""
-        path = os.fspath(path)
-        if "://" in path:
-            return cls(path.rstrip("/"), dict(storage_options or {}))
-        if storage_options:
-            raise InvalidParameterError(f"storage_options only apply to fsspec URLs, not to {path!r}")
-        return cls(os.path.normpath(path), None)
-
-    @property
-    def is_url(self) -> bool:
-        """Whether this is an fsspec URL (written in place) rather than a local path."""
-        return self.storage_options is not None
-
-    @property
-    def zarr_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for zarr / xarray (they reject storage_options for local paths)."""
-        return {"storage_options": self.storage_options} if self.is_url else {}
-
-    def exists(self, key: str = "") -> bool:
-        """Whether the store (or the file ``key`` inside it) exists."""
-        fs, root = url_to_fs(self.path, **(self.storage_options or {}))
-        return fs.exists(f"{root}/{key}" if key else root)
-
-
 def save_model(
     path: str | os.PathLike,
     model: StoredModel,
     *,
-    overwrite: bool = True,
+    overwrite: bool = False,
     storage_options: dict | None = None,
+    inputs: Iterable[Location | None] = (),
 ) -> None:
     """Save ``model`` as a zarr (v3) store, atomically.
 
@@ -146,27 +110,43 @@ def save_model(
         Local path or fsspec URL of the store.
     model : StoredModel
         The model to save.
-    overwrite : bool, default True
-        Replace an existing store at ``path``.
+    overwrite : bool, default False
+        Replace an existing daskclust model store at ``path`` (nothing else
+        is ever replaced).
     storage_options : dict, optional
         fsspec options, for URLs only.
+    inputs : iterable of Location
+        Inputs of the same call (e.g. the data): ``path`` must not overlap them.
 
     Raises
     ------
-    FileExistsError
-        If ``path`` exists and ``overwrite`` is false, or if it exists and is
-        not a zarr v3 store (never overwritten).
+    OutputRefusedError
+        If ``path`` overlaps an input, holds something that is not a daskclust
+        model, or holds a model and ``overwrite`` is false.
     InvalidParameterError
-        If ``model`` cannot be stored (see :func:`model_to_dataset`), or if
-        ``storage_options`` are given with a local path.
+        If ``model`` cannot be stored (see :func:`model_to_dataset`).
     """
     ds = model_to_dataset(model)
-    location = _Location.parse(path, storage_options)
-    _check_target(location, overwrite)
-    if location.is_url:
-        _save_in_place(location, ds)
-    else:
-        _save_local(location.path, ds)
+    location = model_location(path, storage_options)
+    with writing(location, "model", overwrite=overwrite, inputs=inputs) as target:
+        ds.to_zarr(target.url, mode="w", zarr_format=3, consolidated=False, write_empty_chunks=True,
+                  **target.zarr_kwargs)
+
+
+def check_model_target(path, *, overwrite: bool = False, storage_options: dict | None = None,
+                       inputs: Iterable[Location | None] = (), option: str = "overwrite=True") -> Location:
+    """Check before a fit that its model can be saved at ``path`` (see :func:`save_model`)."""
+    location = model_location(path, storage_options)
+    check_target(location, "model", overwrite=overwrite, inputs=inputs, option=option)
+    return location
+
+
+def model_location(path, storage_options: dict | None = None) -> Location:
+    """``path`` as a :class:`~daskclust.io.Location`, with storage-option misuse as a parameter error."""
+    try:
+        return Location.parse(path, storage_options)
+    except StoreError as exc:
+        raise InvalidParameterError(str(exc)) from exc
 
 
 def load_model(path: str | os.PathLike, *, storage_options: dict | None = None) -> StoredModel:
@@ -188,26 +168,41 @@ def load_model(path: str | os.PathLike, *, storage_options: dict | None = None) 
     ------
     ModelStoreError
         If ``path`` does not exist, is not a zarr v3 store, is not a daskclust
-        model, was written by a newer daskclust (format) or is incomplete
-        (a save was interrupted).
+        model, was written by a newer daskclust (format), is incomplete (a save
+        was interrupted) or is damaged (unreadable metadata, missing chunks).
     InvalidParameterError
         If ``storage_options`` are given with a local path.
     """
-    location = _Location.parse(path, storage_options)
-    where = repr(location.path)
+    location = model_location(path, storage_options)
+    where = repr(location.url)
     if not location.exists():
         raise ModelStoreError(f"no model at {where}: the path does not exist")
     try:
-        group = zarr.open_group(location.path, mode="r", zarr_format=3, **location.zarr_kwargs)
+        group = zarr.open_group(location.url, mode="r", zarr_format=3, **location.zarr_kwargs)
         attrs = dict(group.attrs)
-    except (OSError, ValueError) as exc:
-        raise ModelStoreError(f"{where} is not a zarr v3 store ({exc})") from exc
+    except Exception as exc:  # noqa: BLE001 - any failure to open means "not a readable store"
+        raise ModelStoreError(f"{where} is not a zarr v3 store ({type(exc).__name__}: {exc})") from exc
     _check_header(attrs, where)
-    if attrs.get(_COMPLETE) is not True:
+    if attrs.get(COMPLETE_ATTR) is not True:
         raise ModelStoreError(f"the model at {where} is incomplete: a save was interrupted")
-    options = {"zarr_format": 3, "consolidated": False, "chunks": None, "decode_cf": False}
-    with xr.open_zarr(location.path, **options, **location.zarr_kwargs) as ds:
-        return _dataset_to_model(ds.load(), where)
+    try:
+        missing = {name: _missing_chunks(array) for name, array in group.arrays()}
+        options = {"zarr_format": 3, "consolidated": False, "chunks": None, "decode_cf": False}
+        with xr.open_zarr(location.url, **options, **location.zarr_kwargs) as ds:
+            loaded = ds.load()
+        damaged = {name: n for name, n in missing.items() if n}
+        if damaged:
+            raise ModelStoreError(f"{where} is a damaged daskclust model: chunks are missing from {damaged}")
+        return _dataset_to_model(loaded, where)
+    except ModelStoreError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - damaged metadata or chunks: one clear error, not a traceback
+        raise ModelStoreError(f"{where} is a damaged daskclust model ({type(exc).__name__}: {exc})") from exc
+
+
+def _missing_chunks(array: zarr.Array) -> int:
+    """How many chunks of ``array`` are absent from its store (zarr reads them as the fill value)."""
+    return int(array.nchunks) - int(array.nchunks_initialized)
 
 
 def model_to_dataset(model: StoredModel) -> xr.Dataset:
@@ -279,20 +274,37 @@ def dataset_to_model(ds: xr.Dataset) -> StoredModel:
 def _dataset_to_model(ds: xr.Dataset, where: str) -> StoredModel:
     """:func:`dataset_to_model` for a Dataset whose header was checked; ``where`` names it in errors."""
     attrs = ds.attrs
-    keys = json.loads(attrs["daskclust_history_keys"])
-    names = json.loads(attrs["daskclust_arrays"])
+    keys = _json_attr(attrs, "daskclust_history_keys", list, where)
+    names = _json_attr(attrs, "daskclust_arrays", list, where)
+    params = _json_attr(attrs, "daskclust_params", dict, where)
+    scalars = _json_attr(attrs, "daskclust_scalars", dict, where)
+    if not isinstance(attrs["daskclust_kind"], str) or not all(isinstance(k, str) for k in keys + names):
+        raise ModelStoreError(f"{where} is a damaged daskclust model: its kind or variable names are not strings")
     needed = names + [f"history_{key}" for key in keys]
     missing = [var for var in needed if var not in ds.data_vars]
     if missing:
         raise ModelStoreError(f"{where} is a damaged daskclust model: variables {missing} are missing")
     columns = [ds[f"history_{key}"].values.tolist() for key in keys]
+    if len({len(column) for column in columns}) > 1:
+        raise ModelStoreError(f"{where} is a damaged daskclust model: its history columns differ in length")
     return StoredModel(
         kind=attrs["daskclust_kind"],
-        params=json.loads(attrs["daskclust_params"]),
+        params=params,
         arrays={name: np.array(ds[name].values) for name in names},
-        scalars=json.loads(attrs["daskclust_scalars"]),
+        scalars=scalars,
         history=[dict(zip(keys, row)) for row in zip(*columns)],
     )
+
+
+def _json_attr(attrs: dict, name: str, kind: type, where: str):
+    """The JSON attribute ``name`` decoded, which must be a ``kind``; else :class:`ModelStoreError`."""
+    try:
+        value = json.loads(attrs[name])
+    except (TypeError, ValueError) as exc:
+        raise ModelStoreError(f"{where} is a damaged daskclust model: attribute {name!r} is not valid JSON") from exc
+    if not isinstance(value, kind):
+        raise ModelStoreError(f"{where} is a damaged daskclust model: attribute {name!r} is not a {kind.__name__}")
+    return value
 
 
 def _check_header(attrs: dict, where: str) -> None:
@@ -370,68 +382,3 @@ def _to_json(value: Any, what: str) -> str:
         return json.dumps(value)
     except (TypeError, ValueError) as exc:
         raise InvalidParameterError(f"{what} are not JSON-serialisable: {exc}") from exc
-
-
-def _check_target(location: _Location, overwrite: bool) -> None:
-    """Refuse an existing target unless ``overwrite``, and never replace a non-zarr path."""
-    if not location.exists():
-        return
-    if not overwrite:
-        raise FileExistsError(errno.EEXIST, "a model store exists (pass overwrite=True)", location.path)
-    if not location.exists("zarr.json"):
-        reason = "path exists and is not a zarr v3 store; not replacing it"
-        raise FileExistsError(errno.EEXIST, reason, location.path)
-
-
-def _write_store(location: _Location, ds: xr.Dataset) -> None:
-    """Write ``ds`` to ``location``, then mark it complete (the last write)."""
-    ds.to_zarr(location.path, mode="w", zarr_format=3, consolidated=False, **location.zarr_kwargs)
-    _mark_complete(location)
-
-
-def _mark_complete(location: _Location) -> None:
-    """Set the completion attribute of the store at ``location``."""
-    group = zarr.open_group(location.path, mode="r+", zarr_format=3, **location.zarr_kwargs)
-    group.attrs[_COMPLETE] = True
-
-
-def _save_in_place(location: _Location, ds: xr.Dataset) -> None:
-    """Overwrite a store at a URL: unmark the old store first, mark the new one last."""
-    if location.exists("zarr.json"):
-        group = zarr.open_group(location.path, mode="r+", zarr_format=3, **location.zarr_kwargs)
-        group.attrs.pop(_COMPLETE, None)
-    _write_store(location, ds)
-
-
-def _save_local(path: str, ds: xr.Dataset) -> None:
-    """Write ``ds`` to a sibling temporary store, then rename it to ``path``."""
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    try:
-        _write_store(_Location(tmp, None), ds)
-        _swap_in(tmp, path)
-    finally:
-        _discard(tmp)
-
-
-def _swap_in(src: str, dst: str) -> None:
-    """Rename ``src`` to ``dst``; an existing ``dst`` is moved away first, restored on failure."""
-    old = f"{dst}.old-{uuid.uuid4().hex}" if os.path.lexists(dst) else None
-    if old is not None:
-        os.rename(dst, old)
-    try:
-        os.rename(src, dst)
-    except BaseException:
-        if old is not None:
-            os.rename(old, dst)
-        raise
-    if old is not None:
-        _discard(old)
-
-
-def _discard(path: str) -> None:
-    """Delete the directory or file ``path`` if it exists, ignoring errors (best effort)."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            os.remove(path)

@@ -18,10 +18,10 @@ def main(workdir: Path) -> None:
     kmeans = daskclust.KMeans(n_clusters=256, random_state=0, verbose=1).fit(str(data))
     print("k-means: inertia", kmeans.inertia_, "after", kmeans.n_iter_, "iterations")
 
-    labels = kmeans.predict(str(data), output=workdir / "labels.zarr")
+    labels = kmeans.predict(str(data), output=workdir / "labels.zarr", overwrite=True)  # replaces only labels
     print("labels written:", labels.shape, labels.dtype)
 
-    kmeans.save(workdir / "kmeans.zarr")
+    kmeans.save(workdir / "kmeans.zarr", overwrite=True)  # replaces only a daskclust model
     again = daskclust.load(workdir / "kmeans.zarr")
     assert (again.cluster_centers_ == kmeans.cluster_centers_).all()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import dask.array as da
 import fsspec
@@ -76,6 +77,8 @@ def test_birch_arrays_and_attributes(birch_store):
         "sigma2": 1.0,
         "seed": 3,
         "daskclust_version": daskclust.__version__,
+        "daskclust_store": "dataset",
+        "daskclust_complete": True,
     }
 
 
@@ -149,7 +152,7 @@ def test_overwrite_refuses_non_zarr_directory(tmp_path):
     path = tmp_path / "notzarr"
     path.mkdir()
     (path / "keep.txt").write_text("precious")
-    with pytest.raises(FileExistsError, match="not a zarr"):
+    with pytest.raises(FileExistsError, match="not a store daskclust wrote"):
         make_birch(path, 4, overwrite=True)
     assert (path / "keep.txt").read_text() == "precious"
 
@@ -171,13 +174,15 @@ def test_failure_leaves_no_partial_store(tmp_path, monkeypatch):
     assert not (tmp_path / "b.zarr").exists()
 
 
-def test_failure_on_overwrite_removes_partial_store(tmp_path, monkeypatch):
+def test_failure_on_overwrite_keeps_the_old_store_and_no_partial_one(tmp_path, monkeypatch):
     path = tmp_path / "b.zarr"
     make_birch(path, 4, points_per_cluster=10)
+    before = zarr.open_group(path, mode="r")["X"][...]
     monkeypatch.setattr(datasets, "__version__", object())  # not JSON: the last write fails
     with pytest.raises(TypeError):
-        make_birch(path, 4, points_per_cluster=10, overwrite=True)
-    assert not path.exists()
+        make_birch(path, 9, points_per_cluster=10, overwrite=True)
+    np.testing.assert_array_equal(zarr.open_group(path, mode="r")["X"][...], before)
+    assert os.listdir(tmp_path) == ["b.zarr"]
 
 
 @pytest.mark.parametrize(

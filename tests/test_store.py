@@ -12,8 +12,8 @@ import pytest
 import xarray as xr
 import zarr
 
-from daskclust import __version__, store
-from daskclust.errors import InvalidParameterError, ModelStoreError
+from daskclust import __version__, io
+from daskclust.errors import InvalidParameterError, ModelStoreError, OutputRefusedError
 from daskclust.store import StoredModel, dataset_to_model, load_model, model_to_dataset, save_model
 
 fsspec = pytest.importorskip("fsspec", reason="fsspec is needed for the memory:// URL tests")
@@ -97,10 +97,10 @@ def memory_url():
 def break_mark_complete(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make a save fail after its data is written, before it is marked complete."""
 
-    def fail(location):
+    def fail(location, kind, **kwargs):
         raise RuntimeError("killed before the completion mark")
 
-    monkeypatch.setattr(store, "_mark_complete", fail)
+    monkeypatch.setattr(io, "mark", fail)
 
 
 def break_to_zarr(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,30 +202,37 @@ def test_invalid_models_are_refused(model_path, change, match):
 
 def test_overwrite_replaces_and_leaves_no_siblings(tmp_path, model_path):
     save_model(model_path, make_model(0))
-    save_model(model_path, make_model(1, n_clusters=6))
+    save_model(model_path, make_model(1, n_clusters=6), overwrite=True)
     assert_same_model(load_model(model_path), make_model(1, n_clusters=6))
     assert os.listdir(tmp_path) == ["model.zarr"]
 
 
-def test_overwrite_false_refuses_existing_path(model_path):
+@pytest.mark.parametrize("kwargs", [{}, {"overwrite": False}])
+def test_an_existing_model_is_replaced_only_with_overwrite(model_path, kwargs):
     save_model(model_path, make_model(0))
-    with pytest.raises(FileExistsError):
-        save_model(model_path, make_model(1), overwrite=False)
+    with pytest.raises(OutputRefusedError, match="pass overwrite=True"):
+        save_model(model_path, make_model(1), **kwargs)
     assert_same_model(load_model(model_path), make_model(0))
 
 
-def test_never_replaces_a_path_that_is_not_a_zarr_store(tmp_path):
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_never_replaces_a_path_that_is_not_a_daskclust_model(tmp_path, overwrite):
     target = tmp_path / "data"
     target.mkdir()
     (target / "precious.txt").write_text("keep me")
-    with pytest.raises(FileExistsError, match="not a zarr v3 store"):
-        save_model(target, make_model())
+    with pytest.raises(FileExistsError, match="not a store daskclust wrote"):
+        save_model(target, make_model(), overwrite=overwrite)
     assert (target / "precious.txt").read_text() == "keep me"
+    other = zarr.create_array(str(tmp_path / "other.zarr"), shape=(4, 2), dtype="f8")  # a zarr store, not ours
+    other[:] = 1.0
+    with pytest.raises(OutputRefusedError, match="not a store daskclust wrote"):
+        save_model(tmp_path / "other.zarr", make_model(), overwrite=True)
+    assert np.array_equal(zarr.open_array(str(tmp_path / "other.zarr"))[:], np.ones((4, 2)))
 
 
 def test_overwrite_memory_url(memory_url):
     save_model(memory_url, make_model(0))
-    save_model(memory_url, make_model(1, n_clusters=3))
+    save_model(memory_url, make_model(1, n_clusters=3), overwrite=True)
     assert_same_model(load_model(memory_url), make_model(1, n_clusters=3))
     with pytest.raises(FileExistsError):
         save_model(memory_url, make_model(0), overwrite=False)
@@ -244,7 +251,7 @@ def test_interrupted_local_save_keeps_old_model(tmp_path, model_path, monkeypatc
     save_model(model_path, make_model(0))
     breaker(monkeypatch)
     with pytest.raises(RuntimeError, match="killed"):
-        save_model(model_path, make_model(1))
+        save_model(model_path, make_model(1), overwrite=True)
     assert_same_model(load_model(model_path), make_model(0))
     assert os.listdir(tmp_path) == ["model.zarr"]
 
@@ -269,8 +276,8 @@ def test_interrupted_save_to_url_is_refused(memory_url, monkeypatch, breaker):
     save_model(memory_url, make_model(0))
     breaker(monkeypatch)
     with pytest.raises(RuntimeError, match="killed"):
-        save_model(memory_url, make_model(1))
-    with pytest.raises(ModelStoreError, match="incomplete"):
+        save_model(memory_url, make_model(1), overwrite=True)
+    with pytest.raises(ModelStoreError, match="does not exist|incomplete"):  # the partial store is removed
         load_model(memory_url)
 
 

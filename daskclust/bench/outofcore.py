@@ -28,6 +28,7 @@ import zarr
 
 from .. import KMeans
 from ..datasets import make_blobs
+from ..io import Location, is_complete
 from .runner import Table
 
 COMMAND = "daskclust bench --suite outofcore"
@@ -43,11 +44,9 @@ def bench_dir() -> Path:
 
 def dataset(compression: str | None) -> str:
     """Path of the data array (generated on first use)."""
-    path = bench_dir() / f"blobs-{N_ROWS}x{N_FEATURES}-sep{SEPARATION:g}-{compression or 'raw'}.zarr"
-    if "generator" not in zarr.open_group(str(path), mode="a").attrs:  # absent or interrupted: (re)write it
-        path.parent.mkdir(parents=True, exist_ok=True)
-        make_blobs(path, N_ROWS, N_FEATURES, N_CLUSTERS, seed=0, separation=SEPARATION, compression=compression,
-                   overwrite=True)
+    path = bench_dir() / f"blobs-{N_ROWS}x{N_FEATURES}-sep{SEPARATION:g}-{compression or 'raw'}.dataset.zarr"
+    if not is_complete(Location.parse(path)):  # absent: write it (make_blobs swaps it in when complete)
+        make_blobs(path, N_ROWS, N_FEATURES, N_CLUSTERS, seed=0, separation=SEPARATION, compression=compression)
     return str(path / "X")
 
 

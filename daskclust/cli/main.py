@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from ..errors import DaskclustError, InvalidParameterError
@@ -39,8 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--chunk-rows", type=int, default=None)
     fit.add_argument("--memory-budget", type=int, default=None, help="bytes of cluster memory for the data")
-    fit.add_argument("--scheduler", default=None, help="address of a Dask scheduler (default: a LocalCluster)")
-    fit.add_argument("--output", required=True, help="where to save the model (zarr)")
+    add_cluster_arguments(fit)
+    fit.add_argument("--output", required=True, help="where to save the model (zarr); never replaces anything "
+                     "but a daskclust model, and that only with --overwrite")
+    fit.add_argument("--overwrite", action="store_true",
+                     help="replace an existing daskclust model at --output and an earlier fit's --checkpoint")
     fit.add_argument("--quiet", action="store_true", help="no progress display")
     fit.add_argument("--checkpoint", default=None, help="directory for checkpoints of the running fit")
     fit.add_argument("--checkpoint-every", type=int, default=10, help="iterations between checkpoints")
@@ -53,8 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("model")
     predict.add_argument("data")
     predict.add_argument("--array", default=None)
-    predict.add_argument("--scheduler", default=None)
-    predict.add_argument("--output", required=True)
+    add_cluster_arguments(predict)
+    predict.add_argument("--output", required=True, help="labels store (zarr); never replaces anything but "
+                         "daskclust labels, and those only with --overwrite")
+    predict.add_argument("--overwrite", action="store_true", help="replace existing daskclust labels at --output")
 
     info = sub.add_parser("info", help="describe a saved model")
     info.add_argument("model")
@@ -71,13 +77,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where to run: a scheduler address, and TLS files for a secured cluster."""
+    parser.add_argument("--scheduler", default=None, help="address of a Dask scheduler, e.g. tls://host:8786 "
+                        "(default: a LocalCluster on 127.0.0.1)")
+    parser.add_argument("--tls-ca-file", default=None, help="CA certificate of a TLS-secured cluster")
+    parser.add_argument("--tls-cert", default=None, help="client certificate (TLS)")
+    parser.add_argument("--tls-key", default=None, help="client private key (TLS), if not in --tls-cert")
+
+
+def cluster_security(args):
+    """The ``distributed.security.Security`` given by the TLS arguments, or None (dask's config)."""
+    from ..engine.cluster import security_from_files
+
+    return security_from_files(args.tls_ca_file, args.tls_cert, args.tls_key)
+
+
+def _terminate(signum, frame):
+    """SIGTERM ends the command like Ctrl-C: cleanup code runs, no temporary store stays."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return COMMANDS[args.command](args)
     except (DaskclustError, FileExistsError, FileNotFoundError) as exc:
         print(f"daskclust {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"daskclust {args.command}: interrupted; nothing was written", file=sys.stderr)
+        return 130
 
 
 def cmd_make_data(args) -> int:
@@ -107,11 +139,13 @@ def make_estimator(kind: str, n_clusters: int | None = None, **params):
 def cmd_fit(args) -> int:
     from ..checkpoint import load as load_checkpoint
     from ..data import open_zarr_array
+    from ..io import Location
+    from ..store import check_model_target
 
+    runtime = dict(verbose=0 if args.quiet else 1, scheduler_address=args.scheduler, security=cluster_security(args))
     if args.resume:
         meta = load_checkpoint(args.resume).meta
-        model = make_estimator(meta["kind"], **{**meta["params"], "verbose": 0 if args.quiet else 1,
-                                                "scheduler_address": args.scheduler})
+        model = make_estimator(meta["kind"], **{**meta["params"], **runtime})
         source = meta.get("source") or {}
         url, array = (args.data, args.array) if args.data else (source.get("url"), source.get("array"))
         if url is None:
@@ -120,15 +154,16 @@ def cmd_fit(args) -> int:
         if args.data is None or args.clusters is None:
             raise InvalidParameterError("fit needs DATA and --clusters (or --resume CHECKPOINT)")
         params = dict(init=args.init, tol=args.tol, random_state=args.seed, chunk_rows=args.chunk_rows,
-                      memory_budget=args.memory_budget, scheduler_address=args.scheduler, state=args.state,
-                      verbose=0 if args.quiet else 1)
+                      memory_budget=args.memory_budget, state=args.state, **runtime)
         if args.max_iter is not None:
             params["max_iter"] = args.max_iter
         model = make_estimator(ALGORITHMS[args.algorithm], n_clusters=args.clusters, **params)
         url, array = args.data, args.array
+    inputs = [Location.parse(p) for p in (url, args.checkpoint, args.resume) if p]
+    check_model_target(args.output, overwrite=args.overwrite, inputs=inputs, option="--overwrite")
     model.fit(open_zarr_array(url, array), checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-              resume=args.resume)
-    model.save(args.output)
+              resume=args.resume, overwrite=args.overwrite)
+    model.save(args.output, overwrite=args.overwrite)
     print(f"saved {type(model).__name__} with {model.centres_.shape[0]} clusters to {args.output}")
     return 0
 
@@ -137,10 +172,13 @@ def cmd_predict(args) -> int:
     from .. import load
     from ..data import open_zarr_array
     from ..engine.cluster import connect
+    from ..io import Location
 
     model = load(args.model)
-    with connect(None, args.scheduler):
-        labels = model.predict(open_zarr_array(args.data, args.array), output=args.output)
+    data = open_zarr_array(args.data, args.array)
+    with connect(None, args.scheduler, security=cluster_security(args)):
+        labels = model.predict(data, output=args.output, overwrite=args.overwrite,
+                               inputs=[Location.parse(args.model), Location.parse(args.data)])
     print(f"wrote {labels.shape[0]} labels to {args.output}")
     return 0
 

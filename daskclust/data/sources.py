@@ -9,6 +9,7 @@ engine's workers get the rows of one chunk without a Dask task per chunk.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,6 +19,7 @@ import numpy as np
 import zarr
 
 from ..errors import InvalidDataError
+from ..io import Location
 
 SourceKind = Literal["numpy", "zarr", "dask"]
 
@@ -66,12 +68,15 @@ def open_zarr_array(
     If the URL points at a group, ``array`` names the array inside it; without
     ``array`` the group's ``"X"`` array is used, or its only ``ndim``-D array.
     """
-    url = os.fspath(url)
+    location = Location.parse(url, storage_options)  # absolute: workers may run in another directory
+    url = location.url
+    where = f"{url!r}" + (f" (array {array!r})" if array else "")
     try:
-        node = zarr.open(store=url, mode="r", path=array, storage_options=storage_options)
+        node = zarr.open(store=url, mode="r", path=array, **location.zarr_kwargs)
     except FileNotFoundError as exc:
-        where = f"{url!r}" + (f" (array {array!r})" if array else "")
         raise InvalidDataError(f"no zarr array or group found at {where}") from exc
+    except Exception as exc:  # noqa: BLE001 - damaged metadata: say so instead of a parser traceback
+        raise InvalidDataError(f"cannot read the zarr store at {where} ({type(exc).__name__}: {exc})") from exc
     if isinstance(node, zarr.Array):
         return node
     names = [name for name, member in node.arrays() if member.ndim == ndim]
@@ -97,6 +102,8 @@ def as_dask(obj: Any, array: str | None = None, storage_options: dict | None = N
     else:
         input_kind = None
     if isinstance(obj, zarr.Array):
+        obj = with_absolute_root(obj)
+        check_chunks_present(obj)
         return da.from_zarr(obj), obj, "zarr", input_kind or "zarr"
     if _is_xarray(obj):
         return (*as_dask(obj.data)[:3], "xarray")
@@ -107,6 +114,41 @@ def as_dask(obj: Any, array: str | None = None, storage_options: dict | None = N
     except Exception as exc:  # noqa: BLE001 - any conversion failure means "unsupported"
         raise InvalidDataError(f"cannot interpret input of type {type(obj).__name__} as an array") from exc
     return da.from_array(arr, chunks=arr.shape or (1,)), arr, "numpy", "numpy"
+
+
+def with_absolute_root(array: zarr.Array) -> zarr.Array:
+    """``array``, reopened by its absolute path if its local store was opened by a relative one
+    (a worker would resolve the relative path in its own working directory)."""
+    root = getattr(array.store, "root", None)
+    if root is None or os.path.isabs(os.fspath(root)):
+        return array
+    store = type(array.store)(os.path.abspath(os.fspath(root)), read_only=True)
+    return zarr.open_array(store=store, path=array.path, mode="r")
+
+
+def check_chunks_present(array: zarr.Array) -> None:
+    """Refuse an array some of whose chunks are missing from the store: zarr would read them as
+    its fill value, and a fit would run on made-up rows. One listing of the store."""
+    missing = int(array.nchunks) - int(array.nchunks_initialized)
+    if missing:
+        rows = int(array.chunks[0])
+        first = next(i for i in range(array.cdata_shape[0]) if not _chunk_row_present(array, i))
+        raise InvalidDataError(
+            f"the zarr array {array.store_path} is damaged: {missing} of its {array.nchunks} chunks are missing "
+            f"(the first at rows {first * rows}-{min((first + 1) * rows, array.shape[0]) - 1}); zarr would read "
+            "them as zeros. If they were left out on purpose (write_empty_chunks=False), rewrite the array with "
+            "write_empty_chunks=True"
+        )
+
+
+def _chunk_row_present(array: zarr.Array, row_chunk: int) -> bool:
+    """Whether every stored chunk of row-chunk ``row_chunk`` exists."""
+    from zarr.core.sync import sync
+
+    grid = [range(n) for n in array.cdata_shape[1:]]
+    prefix = f"{array.path}/" if array.path else ""
+    return all(sync(array.store.exists(prefix + array.metadata.encode_chunk_key((row_chunk, *rest))))
+               for rest in itertools.product(*grid))
 
 
 def _is_xarray(obj: Any) -> bool:

@@ -2,26 +2,41 @@
 
 numpy in -> numpy out (computed here, row blocks on a thread pool, the kernels
 release the GIL); dask / zarr / xarray in -> a lazy dask array; ``output=`` a
-path -> written to zarr chunk by chunk, never leaving partial output.
+path -> written to zarr span by span by the workers (or local threads), under
+the rules of :mod:`daskclust.io`: checked before any work, never replacing
+anything but an output of the same kind (and only with ``overwrite``),
+written beside the target and swapped in, the temporary store removed on
+failure or interrupt once no task writes into it any more.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import threading
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import dask.array as da
 import numpy as np
 import zarr
 
 from ..data import ChunkedData, as_chunked_data
+from ..engine.cluster import active_client, scheduler_workers
+from ..errors import ClusterError, InvalidDataError
+from ..io import ARRAY_CONFIG, Location, check_target, check_workers_see, source_location, writing
 from ..kernels.validation import first_nonfinite_row
-from ..errors import InvalidDataError
 
 ROW_BLOCK = 65536
+
+CANCEL_TIMEOUT = 60.0
+"""Seconds to wait, after a failure or an interrupt, for tasks already writing to finish
+(one span each) before the temporary store is removed."""
+
+POLL = 1.0
+"""Seconds between checks on running write tasks."""
 
 
 def check_block(X: np.ndarray, start: int = 0) -> np.ndarray:
@@ -33,13 +48,23 @@ def check_block(X: np.ndarray, start: int = 0) -> np.ndarray:
 
 
 def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray], *, width: int | None,
-               dtype, output: str | os.PathLike | None = None, storage_options: dict | None = None):
-    """Apply ``block_fn`` (rows (n, D) -> (n,) or (n, width)) to every row of ``X``."""
+               dtype, output: str | os.PathLike | None = None, storage_options: dict | None = None,
+               kind: str = "labels", overwrite: bool = False, inputs: Iterable[Location | None] = ()):
+    """Apply ``block_fn`` (rows (n, D) -> (n,) or (n, width)) to every row of ``X``.
+
+    With ``output``, the result is a daskclust store of kind ``kind`` at that
+    path; it must not overlap ``X`` or ``inputs`` and replaces an existing
+    store of the same kind only with ``overwrite``.
+    """
+    location = None
+    if output is not None:
+        location = Location.parse(output, storage_options)
+        check_target(location, kind, overwrite=overwrite, inputs=[source_location(X), *inputs])
     data = as_chunked_data(X, storage_options=storage_options)
     if data.n_features != n_features:
         raise InvalidDataError(f"X has {data.n_features} features, the model was fitted on {n_features}")
-    if output is not None:
-        return write_rows(data, block_fn, width, dtype, output, storage_options)
+    if location is not None:
+        return write_rows(data, block_fn, width, dtype, location, kind, source=source_location(X))
     if not data.lazy:
         return _apply_numpy(data, block_fn, width, dtype)
     return _apply_lazy(data, block_fn, width, dtype)
@@ -72,54 +97,103 @@ def _apply_lazy(data: ChunkedData, block_fn, width, dtype) -> da.Array:
     return data.X.map_blocks(on_block, dtype=dtype, chunks=(data.X.chunks[0], (width,)))
 
 
-def write_rows(data: ChunkedData, block_fn, width, dtype, output, storage_options: dict | None = None) -> zarr.Array:
-    """Apply ``block_fn`` to every chunk and write the result to zarr, chunk by chunk.
+def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, kind: str,
+               source: Location | None = None) -> zarr.Array:
+    """Apply ``block_fn`` to every span of rows and write the result to a ``kind`` store at ``location``.
 
-    Every task writes its own rows and reports the first non-finite row it
-    met instead of raising, so all tasks finish before the outcome is known:
-    on bad input the whole store is removed and the error raised, and local
-    stores are written beside the target and renamed into place only when
-    complete. Either way, no partial output is left.
+    The output is chunked in spans of the data's largest chunk, each written
+    by one task, so no two tasks write to one zarr chunk. A task meeting a
+    NaN / inf row reports it instead of writing; the error is raised when all
+    tasks have ended, and the temporary store is removed: no partial output.
+    On a Dask cluster the workers write (after checking they see the
+    temporary store, and the data, as the driver does); otherwise local threads.
     """
-    X = data.X
-    rows = int(max(X.chunks[0]))
-    if len(set(X.chunks[0][:-1])) > 1 or X.chunks[0][-1] > rows:
-        X = X.rechunk({0: rows})
-    shape = (data.n_samples,) if width is None else (data.n_samples, width)
-    url = os.fspath(output)
-    local = "://" not in url
-    target = f"{url.rstrip('/')}.tmp-{uuid.uuid4().hex[:8]}" if local else url
-    options = None if local else storage_options
-    store = zarr.create_array(target, shape=shape, chunks=(rows,) + shape[1:], dtype=dtype, overwrite=True,
-                              storage_options=options)
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
-
-    def write_block(block, block_info=None):
-        index = block_info[0]["chunk-location"][0]
-        start = int(starts[index])
-        block = np.ascontiguousarray(block)
-        bad = first_nonfinite_row(block)
-        if bad < 0:
-            store[start:start + block.shape[0]] = block_fn(block)
-        return np.array([start + bad if bad >= 0 else -1], dtype=np.int64)
-
-    status = X.map_blocks(write_block, dtype=np.int64, drop_axis=1, chunks=((1,) * X.numblocks[0],)).compute()
-    bad_rows = status[status >= 0]
-    if len(bad_rows):
-        _remove(target, options)
-        raise InvalidDataError(f"X contains NaN or inf in row {int(bad_rows.min())}; cannot assign it to a cluster")
-    if local:
-        if os.path.exists(url):
-            shutil.rmtree(url)
-        os.replace(target, url)
-    return zarr.open_array(url, mode="r", storage_options=options)
+    rows = int(max(np.diff(data.bounds)))
+    n = data.n_samples
+    spans = [(start, min(start + rows, n)) for start in range(0, n, rows)]
+    shape = (n,) if width is None else (n, width)
+    client = active_client() if data.source.kind != "numpy" else None
+    with writing(location, kind, checked=True) as target:
+        store = zarr.create_array(target.url, shape=shape, chunks=(rows,) + shape[1:], dtype=dtype,
+                                  overwrite=True, config=ARRAY_CONFIG, attributes={"daskclust_write": uuid.uuid4().hex},
+                                  **target.zarr_kwargs)
+        task = partial(_write_span, data.source, store, block_fn)
+        if client is not None:
+            seen = [target] + ([source] if source is not None and data.source.kind == "zarr" else [])
+            check_workers_see(client, seen)
+            status = _run_on_cluster(client, task, spans)
+        else:
+            status = _run_on_threads(task, spans)
+        bad_rows = [row for row in status if row >= 0]
+        if bad_rows:
+            raise InvalidDataError(f"X contains NaN or inf in row {min(bad_rows)}; cannot assign it to a cluster")
+    return zarr.open_array(location.url, mode="r", **location.zarr_kwargs)
 
 
-def _remove(url: str, storage_options: dict | None) -> None:
-    if "://" not in url:
-        shutil.rmtree(url, ignore_errors=True)
-        return
-    from fsspec.core import url_to_fs
+def _write_span(source, store: zarr.Array, block_fn, start: int, stop: int) -> int:
+    """Write ``block_fn`` of rows ``[start, stop)``; the first non-finite row instead, or -1."""
+    block = source.read(start, stop)
+    bad = first_nonfinite_row(block)
+    if bad >= 0:
+        return start + bad
+    store[start:stop] = block_fn(block)
+    return -1
 
-    fs, path = url_to_fs(url, **(storage_options or {}))
-    fs.rm(path, recursive=True)
+
+def _run_on_threads(task, spans) -> list[int]:
+    """Run the spans on local threads; on failure or interrupt no span starts writing any more,
+    and the ones writing are waited for."""
+    stop = threading.Event()
+
+    def guarded(span):
+        return -1 if stop.is_set() else task(*span)
+
+    pool = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="daskclust-write")
+    try:
+        return list(pool.map(guarded, spans))
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_on_cluster(client, task, spans) -> list[int]:
+    """Run the spans as Dask tasks; on failure or interrupt cancel them and wait until none is
+    still executing on a worker (bounded by CANCEL_TIMEOUT), so nothing writes after cleanup."""
+    prefix = f"daskclust-write-{uuid.uuid4().hex[:12]}"
+    futures = client.map(task, *zip(*spans), key=[f"{prefix}-{i}" for i in range(len(spans))], pure=False)
+    try:
+        return [_result(client, future) for future in futures]
+    except BaseException:
+        keys = {future.key for future in futures}
+        client.cancel(futures)
+        _wait_until_not_executing(client, keys)
+        raise
+
+
+def _result(client, future):
+    """The future's result, failing with :class:`ClusterError` if the cluster has no workers left."""
+    while True:
+        try:
+            return future.result(timeout=POLL)
+        except TimeoutError:
+            if not scheduler_workers(client):
+                raise ClusterError("the Dask cluster has no workers left to write the output") from None
+
+
+def _executing(keys, dask_worker=None) -> list:
+    """Run on a worker: which of ``keys`` it is executing now (cancelled tasks run to their end)."""
+    return [ts.key for ts in dask_worker.state.executing if ts.key in keys]
+
+
+def _wait_until_not_executing(client, keys) -> None:
+    deadline = time.monotonic() + CANCEL_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            running = client.sync(client._run, _executing, keys, on_error="return", callback_timeout=POLL * 5)
+        except Exception:  # noqa: BLE001 - cluster gone: nothing can write any more
+            return
+        if not any(isinstance(r, list) and r for r in running.values()):
+            return
+        time.sleep(0.05)

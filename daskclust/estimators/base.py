@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +25,8 @@ from ..data import as_chunked_data
 from ..em.loop import EMSettings, run_em
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..errors import CheckpointError, NotFittedError, WorkerLost
+from ..errors import CheckpointError, ClusterError, InvalidDataError, ModelStoreError, NotFittedError, WorkerLost
+from ..io import Location, check_target, check_workers_see, mark, remove_store, source_location
 from ..kernels.estep import nearest_centre
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
@@ -39,16 +40,35 @@ MAX_RECOVERIES = 3
 """Times a fit starts again after losing workers before giving up."""
 
 
+RUNTIME_PARAMS = ("scheduler_address", "security", "state_store", "memory_budget", "verbose", "callback")
+"""Parameters saying where and how a fit runs, not what it fits: never saved with a model or a
+checkpoint, never restored from one (a tampered store must not point a refit at another scheduler)."""
+
+
 @dataclass
 class FitPlan:
-    """What a fit decided before any work: settings, checkpointing, where to resume, the state store."""
+    """What a fit decided before any work: settings, checkpointing, where to resume, the state store,
+    and the stores the workers must see as the driver does."""
 
     settings: EMSettings
     meta: dict
     checkpointer: Checkpointer | None
     resumed: Checkpoint | None
-    state_store: str | None
-    own_state_store: bool
+    state_store: Location | None
+    shared_inputs: list[Location]
+    shared_outputs: list[Location]
+
+
+def restore_chunk_states(engine: Engine, url: str) -> None:
+    """Have the workers read their chunks' states from the checkpoint at ``url``; a state they
+    cannot read (damaged chunk data, which the driver does not read) is a :class:`CheckpointError`."""
+    try:
+        engine.load_state(url)
+    except (WorkerLost, ClusterError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - undecodable or missing chunk state on a worker
+        raise CheckpointError(f"checkpoint {url!r} is damaged: a chunk state cannot be read "
+                              f"({type(exc).__name__}: {exc})") from exc
 
 
 def _recovery_point(plan: FitPlan) -> Checkpoint | None:
@@ -62,13 +82,14 @@ def _recovery_point(plan: FitPlan) -> Checkpoint | None:
 
 
 def describe_source(X) -> dict | None:
-    """Where the data lives, when a path or a zarr array on a file system (for ``daskclust fit --resume``)."""
+    """Where the data lives, when a path or a zarr array on a file system (for ``daskclust fit --resume``);
+    local paths absolute."""
     if isinstance(X, (str, os.PathLike)):
-        return {"url": os.fspath(X), "array": None}
+        return {"url": Location.parse(X).url, "array": None}
     if isinstance(X, zarr.Array):
         root = getattr(X.store, "root", None)
         if root is not None:
-            return {"url": str(root), "array": X.path or None}
+            return {"url": Location.parse(os.fspath(root)).url, "array": X.path or None}
     return None
 
 COMMON_CONSTRAINTS = {
@@ -116,7 +137,7 @@ class TruncatedEMEstimator(ParamsMixin):
 
     # fitting --------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, *, client=None, checkpoint=None, checkpoint_every: int = 10,
-            resume=None):
+            resume=None, overwrite: bool = False):
         """Fit on ``X`` (numpy, dask, zarr, path/URL or xarray), optionally weighted.
 
         Parameters
@@ -137,6 +158,11 @@ class TruncatedEMEstimator(ParamsMixin):
             A checkpoint (or directory of checkpoints) to continue from, on the
             same data with the same parameters; the result equals that of an
             uninterrupted fit.
+        overwrite : bool, default False
+            Replace an existing checkpoint directory (or ``state_store``) that
+            an earlier fit left; without it such a directory is refused, unless
+            the fit resumes from it. Nothing daskclust did not write is ever
+            replaced.
 
         Returns
         -------
@@ -155,15 +181,17 @@ class TruncatedEMEstimator(ParamsMixin):
         data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
         if not isinstance(init, str):
             check_init(init, C, data.n_features)
-        plan = self._plan(data, X, checkpoint, checkpoint_every, resume)
+        plan = self._plan(data, X, checkpoint, checkpoint_every, resume, overwrite)
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
         t0 = time.perf_counter()
         try:
-            with connect(client, self.scheduler_address, announce=progress.say) as cl:
+            with connect(client, self.scheduler_address, security=self.security, announce=progress.say) as cl:
+                check_workers_see(cl, plan.shared_inputs, error=InvalidDataError)
+                check_workers_see(cl, plan.shared_outputs)
                 result, seeding = self._run(cl, data, init, plan, progress)
         finally:
-            if plan.own_state_store:
-                shutil.rmtree(plan.state_store, ignore_errors=True)
+            if plan.state_store is not None:
+                remove_store(plan.state_store)  # scratch space of this fit only
         self._set_fitted(result, seeding, data.n_features, plan.settings.seed, time.perf_counter() - t0)
         progress.say(
             f"done: {self.n_iter_} iterations, free energy {result.history[-1]['free_energy']:.6g}, "
@@ -178,9 +206,9 @@ class TruncatedEMEstimator(ParamsMixin):
             SearchConfig(C, n_keep, min(self.n_neighbors, C), self.n_explore, self.n_samples),
         )
 
-    def _plan(self, data, X, checkpoint, checkpoint_every, resume) -> FitPlan:
-        """Settings, checkpointing and the resumed checkpoint, checked before any work."""
-        params = {k: _jsonable(v) for k, v in self.get_params().items()}
+    def _plan(self, data, X, checkpoint, checkpoint_every, resume, overwrite) -> FitPlan:
+        """Settings, checkpointing, the resumed checkpoint and the state store, checked before any work."""
+        params = self.model_params()
         fingerprint = data_fingerprint(data)
         resumed = load_checkpoint(resume) if resume is not None else None
         if resumed is not None:
@@ -190,14 +218,33 @@ class TruncatedEMEstimator(ParamsMixin):
                               self._reg(), self.n_init_esteps, seed_value)
         meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
                 "source": describe_source(X), "seeding": resumed.meta["seeding"] if resumed else None}
-        checkpointer = Checkpointer(checkpoint, checkpoint_every, meta) if checkpoint is not None else None
-        own_store = self.state == "zarr" and self.state_store is None
+        source = source_location(data.source.array) if data.source.kind == "zarr" else None
+        inputs = [source, source_location(X)]
+        shared = []
+        checkpointer = None
+        if checkpoint is not None:
+            checkpointer = Checkpointer(checkpoint, checkpoint_every, meta)
+            resuming = Location.parse(resumed.url) if resumed is not None else None
+            checkpointer.prepare(overwrite=overwrite, resuming=resuming, inputs=inputs)
+            shared.append(checkpointer.location)
+        state_store = None
         if self.state == "zarr":
-            store = self.state_store or (f"{os.fspath(checkpoint)}/live-state" if checkpoint is not None
-                                         else tempfile.mkdtemp(prefix="daskclust-state-"))
-        else:
-            store = None
-        return FitPlan(settings, meta, checkpointer, resumed, store, own_store and checkpoint is None)
+            if self.state_store is not None:
+                state_store = Location.parse(self.state_store)
+            elif checkpointer is not None:
+                state_store = checkpointer.location.child("live-state")
+            else:
+                state_store = Location.parse(os.path.join(tempfile.gettempdir(), f"daskclust-state-{uuid.uuid4().hex}"))
+            check_target(state_store, "state", overwrite=overwrite or checkpointer is not None, inputs=inputs)
+            remove_store(state_store)
+            zarr.open_group(state_store.url, mode="w", **state_store.zarr_kwargs)
+            mark(state_store, "state", complete=False)
+            shared.append(state_store)
+        return FitPlan(settings, meta, checkpointer, resumed, state_store, [source] if source else [], shared)
+
+    def model_params(self) -> dict:
+        """The parameters saved with a model or checkpoint: JSON values, runtime settings left out."""
+        return {k: _jsonable(v) for k, v in self.get_params().items() if k not in RUNTIME_PARAMS}
 
     def _run(self, client, data, init, plan: FitPlan, progress):
         """Seed (or restore) and iterate; on a lost worker, start again from the last checkpoint."""
@@ -205,7 +252,8 @@ class TruncatedEMEstimator(ParamsMixin):
         for attempt in range(MAX_RECOVERIES + 1):
             search = self._search()
             try:
-                with Engine(data, client, memory_budget=self.memory_budget, state_store=plan.state_store) as engine:
+                state_url = plan.state_store.url if plan.state_store is not None else None
+                with Engine(data, client, memory_budget=self.memory_budget, state_store=state_url) as engine:
                     progress.say(
                         f"{type(self).__name__}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
                         f"{len(engine.shards)} worker(s), {'persisted' if engine.persisted else 'streamed'}"
@@ -220,7 +268,7 @@ class TruncatedEMEstimator(ParamsMixin):
                         sigma2 = max(seeding.sigma2 + self._reg(), np.finfo(float).tiny)
                         start = LoopState(0, seeding.centres, sigma2)
                     else:
-                        engine.load_state(resumed.url)
+                        restore_chunk_states(engine, resumed.url)
                         search.restore(resumed.search)
                         start = resumed.state
                         progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
@@ -252,12 +300,16 @@ class TruncatedEMEstimator(ParamsMixin):
         if not hasattr(self, "centres_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
-    def predict(self, X, *, output: str | os.PathLike | None = None, storage_options: dict | None = None):
+    def predict(self, X, *, output: str | os.PathLike | None = None, storage_options: dict | None = None,
+                overwrite: bool = False, inputs=()):
         """Index of the nearest centre of each row (exact search over all centres).
 
         numpy input gives a numpy array, lazy input (dask, zarr, xarray, path) a
         dask array; with ``output`` the labels are written to that zarr store
-        chunk by chunk and the stored array is returned.
+        chunk by chunk and the stored array is returned. ``output`` must not
+        overlap ``X``; an existing labels store there is replaced only with
+        ``overwrite`` (nothing else ever is); ``inputs`` lists other stores of
+        the same job it must not overlap either (e.g. the model's).
         """
         self._check_fitted()
         centres = self.centres_
@@ -268,21 +320,27 @@ class TruncatedEMEstimator(ParamsMixin):
             return out
 
         return apply_rows(X, self.n_features_in_, labels, width=None, dtype=np.int32, output=output,
-                          storage_options=storage_options)
+                          storage_options=storage_options, kind="labels", overwrite=overwrite,
+                          inputs=[Location.parse(p) for p in inputs])
 
     def fit_predict(self, X, y=None, sample_weight=None, *, client=None):
         """``fit(X).predict(X)``."""
         return self.fit(X, sample_weight=sample_weight, client=client).predict(X)
 
-    def save(self, path, *, overwrite: bool = True, storage_options: dict | None = None) -> None:
-        """Store parameters, configuration and history as an xarray Dataset in zarr."""
+    def save(self, path, *, overwrite: bool = False, storage_options: dict | None = None) -> None:
+        """Store parameters, configuration and history as an xarray Dataset in zarr.
+
+        ``path`` becomes a daskclust model store (see :mod:`daskclust.store`);
+        an existing model there is replaced only with ``overwrite``, anything
+        else never. Runtime settings (scheduler, state store, callback,
+        verbosity) are not saved.
+        """
         from ..store import StoredModel, save_model
 
         self._check_fitted()
         arrays = {"centres": np.asarray(self.centres_)}
         scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
-        params = {k: _jsonable(v) for k, v in self.get_params().items()}
-        model = StoredModel(type(self).__name__, params, arrays, scalars, list(self.history_))
+        model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_))
         save_model(path, model, overwrite=overwrite, storage_options=storage_options)
 
 
@@ -304,11 +362,39 @@ def _jsonable(value):
     return value
 
 
-def restore(estimator: TruncatedEMEstimator, arrays: dict, scalars: dict) -> TruncatedEMEstimator:
-    """Set the fitted attributes of ``estimator`` from stored arrays and scalars."""
-    estimator.centres_ = np.asarray(arrays["centres"], dtype=np.float64)
+def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars: dict, history: list,
+            where: str) -> TruncatedEMEstimator:
+    """A fitted ``cls`` from stored parameters and arrays, after checking they make a usable model.
+
+    Runtime parameters found in the store are ignored. Raises
+    :class:`ModelStoreError` (naming ``where``) for unknown parameters, centres
+    that are not a finite (C, D) array matching the parameters, or missing or
+    non-finite scalars.
+    """
+    kept = {k: v for k, v in params.items() if k not in RUNTIME_PARAMS}
+    unknown = sorted(set(kept) - set(cls._param_names()))
+    if unknown:
+        raise ModelStoreError(f"{where} is a damaged model: unknown parameters {unknown}")
+    estimator = cls(**kept)
+    try:
+        estimator._validate_params()
+    except Exception as exc:  # noqa: BLE001 - a stored parameter out of range: damage, not user error
+        raise ModelStoreError(f"{where} is a damaged model: {exc}") from exc
+    centres = np.asarray(arrays.get("centres"))
+    if centres.ndim != 2 or centres.dtype.kind != "f" or not np.all(np.isfinite(centres)):
+        raise ModelStoreError(f"{where} is a damaged model: its centres are not a finite 2-D float array")
+    if centres.shape[0] != estimator._n_clusters():
+        raise ModelStoreError(f"{where} is a damaged model: {centres.shape[0]} centres for "
+                              f"{estimator._n_clusters()} clusters")
+    missing = [name for name in _SCALARS if name not in scalars]
+    bad = [name for name in _SCALARS if name in scalars and not np.isfinite(scalars[name])]
+    if missing or bad:
+        raise ModelStoreError(f"{where} is a damaged model: scalars missing {missing} or not finite {bad}")
+    if scalars["n_features_in"] != centres.shape[1] or scalars["sigma2"] < 0:
+        raise ModelStoreError(f"{where} is a damaged model: n_features_in or sigma2 inconsistent with the centres")
+    estimator.centres_ = np.asarray(centres, dtype=np.float64)
     for name in _SCALARS:
-        if name in scalars:
-            setattr(estimator, name + "_", scalars[name])
+        setattr(estimator, name + "_", scalars[name])
     estimator.converged_ = bool(estimator.converged_)
+    estimator.history_ = list(history)
     return estimator

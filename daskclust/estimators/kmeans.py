@@ -65,6 +65,11 @@ class KMeans(TruncatedEMEstimator):
         ``<checkpoint>/live-state``, else a temporary directory removed after the fit.
     scheduler_address : str or None, default=None
         Dask scheduler to connect to when ``fit`` gets no client.
+    security : distributed.security.Security or None, default=None
+        TLS settings for ``scheduler_address`` (``tls://...``); default dask's
+        configuration (``distributed.comm.tls``). Like the scheduler address,
+        the state store, ``verbose`` and ``callback``, a runtime setting: never
+        saved with a model or checkpoint.
     verbose : int, default=0
         Print progress (1) per iteration.
     callback : callable or None, default=None
@@ -92,7 +97,8 @@ class KMeans(TruncatedEMEstimator):
     def __init__(self, n_clusters=8, *, search="estimated", n_neighbors=5, n_explore=1, n_init_esteps=0,
                  n_samples=5, init="k-means||", max_iter=300, tol=1e-5, random_state=None,
                  oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None, memory_budget=None,
-                 state="memory", state_store=None, scheduler_address=None, verbose=0, callback=None):
+                 state="memory", state_store=None, scheduler_address=None, security=None, verbose=0,
+                 callback=None):
         self._store_params(locals())
 
     def _n_clusters(self) -> int:
@@ -106,7 +112,7 @@ class KMeans(TruncatedEMEstimator):
         self._check_fitted()
         return self.centres_
 
-    def transform(self, X, *, output=None, storage_options=None):
+    def transform(self, X, *, output=None, storage_options=None, overwrite=False):
         """Euclidean distance of each row to every centre, shape (n_samples, C)."""
         self._check_fitted()
         centres = self.centres_
@@ -117,7 +123,7 @@ class KMeans(TruncatedEMEstimator):
             return out
 
         return apply_rows(X, self.n_features_in_, distances, width=len(centres), dtype=np.float64,
-                          output=output, storage_options=storage_options)
+                          output=output, storage_options=storage_options, kind="distances", overwrite=overwrite)
 
     def fit_transform(self, X, y=None, sample_weight=None, *, client=None):
         return self.fit(X, sample_weight=sample_weight, client=client).transform(X)

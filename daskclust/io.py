@@ -1,0 +1,354 @@
+"""Where daskclust reads and writes, and the rules every writer follows.
+
+Locations
+    A local path is made absolute on the driver: a worker started in another
+    directory would otherwise resolve a relative path in its own working
+    directory. An fsspec URL is kept as given, with its storage options.
+Ownership
+    Every store daskclust writes carries in its root ``zarr.json`` the attribute
+    ``daskclust_store`` naming its kind (:data:`KINDS`) and, written last,
+    ``daskclust_complete``. A writer only ever replaces a store of its own kind,
+    and only with ``overwrite``; it refuses a target that is, contains or lies
+    inside an input of the same call. Everything is checked before any work.
+Atomic writes
+    :func:`writing` gives the location to write to. Local: a temporary sibling
+    ``<path>.tmp-<hex>``, renamed over the target when complete (the old store
+    stays loadable until then) and removed on failure or interrupt. URL: the
+    target itself (object stores cannot rename), after the old store's
+    completion mark is removed, so a reader never takes a half-written store
+    for a complete one.
+Worker visibility
+    :func:`check_workers_see` asks every worker for the fingerprint of a store
+    and refuses a store that a worker cannot read or sees differently (a local
+    path that is not on a file system shared at the same place).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import posixpath
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import zarr
+from fsspec.core import url_to_fs
+
+from .errors import OutputRefusedError, StoreError
+
+KINDS = ("model", "labels", "distances", "scores", "checkpoints", "dataset", "state")
+"""Kinds of store daskclust writes (the value of the ``daskclust_store`` attribute)."""
+
+KIND_ATTR = "daskclust_store"
+COMPLETE_ATTR = "daskclust_complete"
+
+ARRAY_CONFIG = {"write_empty_chunks": True}
+"""zarr array configuration of every array daskclust writes: all chunks are stored, even
+those equal to the fill value, so that a missing chunk always means damage (readers check)."""
+
+VISIBILITY_TIMEOUT = 30.0
+"""Seconds the workers get to report what they see at a location (one small read each)."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A store location: an absolute local path, or an fsspec URL and its options."""
+
+    url: str
+    storage_options: dict | None = None
+
+    @classmethod
+    def parse(cls, path: str | os.PathLike | Location, storage_options: dict | None = None) -> Location:
+        """Normalise ``path`` (absolute if local); ``storage_options`` only go with a URL."""
+        if isinstance(path, Location):
+            return path
+        path = os.fspath(path)
+        if "://" in path:
+            return cls(path.rstrip("/"), dict(storage_options or {}))
+        if storage_options:
+            raise StoreError(f"storage_options only apply to fsspec URLs, not to {path!r}")
+        return cls(os.path.abspath(os.path.expanduser(path)), None)
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def is_url(self) -> bool:
+        return self.storage_options is not None
+
+    @property
+    def zarr_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for zarr / xarray (they reject storage_options for local paths)."""
+        return {"storage_options": self.storage_options} if self.is_url else {}
+
+    def filesystem(self):
+        """``(fsspec filesystem, path inside it)``."""
+        return url_to_fs(self.url, **(self.storage_options or {}))
+
+    def exists(self, key: str = "") -> bool:
+        """Whether the location (or the file ``key`` inside it) exists."""
+        fs, root = self.filesystem()
+        return fs.exists(f"{root}/{key}" if key else root)
+
+    def child(self, name: str) -> Location:
+        return Location(f"{self.url}/{name}", self.storage_options)
+
+    def _identity(self) -> tuple[str, str]:
+        """(protocol, normalised path) for comparing locations; local paths with symlinks resolved."""
+        if not self.is_url:
+            return "file", os.path.realpath(self.url)
+        fs, root = self.filesystem()
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        return protocol, posixpath.normpath("/" + root.strip("/"))
+
+    def overlaps(self, other: Location) -> bool:
+        """Whether one of the two locations is the other or lies inside it."""
+        (p1, a), (p2, b) = self._identity(), other._identity()
+        if p1 != p2:
+            return False
+        a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+        return a.startswith(b) or b.startswith(a)
+
+
+def source_location(X: Any) -> Location | None:
+    """Where the data ``X`` is stored, when it is a path / URL or a zarr array on a file system."""
+    if isinstance(X, (str, os.PathLike)):
+        return Location.parse(X)
+    if isinstance(X, zarr.Array):
+        store = X.store
+        if getattr(store, "root", None) is not None:  # LocalStore
+            base = Location.parse(os.fspath(store.root))
+        elif getattr(store, "fs", None) is not None:  # FsspecStore
+            protocol = store.fs.protocol if isinstance(store.fs.protocol, str) else store.fs.protocol[0]
+            base = Location(f"{protocol}://{store.path.rstrip('/')}", dict(store.fs.storage_options))
+        else:
+            return None
+        return base.child(X.path) if X.path else base
+    return None
+
+
+# ---------------------------------------------------------------- ownership
+def read_root_attrs(location: Location) -> dict | None:
+    """Attributes in the root ``zarr.json`` at ``location``; None if there is none or it is unreadable."""
+    fs, root = location.filesystem()
+    try:
+        with fs.open(f"{root}/zarr.json", "rb") as f:
+            meta = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    attrs = meta.get("attributes") if isinstance(meta, dict) else None
+    return attrs if isinstance(attrs, dict) else {}
+
+
+def store_kind(location: Location) -> str | None:
+    """The kind daskclust marked the store at ``location`` with, or None (not ours, or nothing there)."""
+    attrs = read_root_attrs(location)
+    if attrs is None:
+        return None
+    kind = attrs.get(KIND_ATTR)
+    if kind is None and isinstance(attrs.get("daskclust_format"), int):
+        return "model"  # models saved before the kind mark existed
+    return kind if kind in KINDS else None
+
+
+def is_complete(location: Location) -> bool:
+    """Whether the store at ``location`` carries the completion mark (written last)."""
+    attrs = read_root_attrs(location)
+    return bool(attrs and attrs.get(COMPLETE_ATTR) is True)
+
+
+def mark(location: Location, kind: str, *, complete: bool = True, extra: dict | None = None) -> None:
+    """Write the kind (and completion) mark into the root of the store at ``location``."""
+    node = zarr.open(store=location.url, mode="r+", **location.zarr_kwargs)
+    node.attrs.update({KIND_ATTR: kind, **(extra or {}), **({COMPLETE_ATTR: True} if complete else {})})
+
+
+def unmark_complete(location: Location) -> None:
+    """Remove the completion mark of the store at ``location`` (before rewriting it in place)."""
+    if read_root_attrs(location) is None:
+        return
+    node = zarr.open(store=location.url, mode="r+", **location.zarr_kwargs)
+    node.attrs.pop(COMPLETE_ATTR, None)
+
+
+_NAMES = {
+    "model": "model", "labels": "labels", "distances": "distances", "scores": "scores",
+    "checkpoints": "checkpoint directory",
+    "dataset": "data set", "state": "state store",
+}
+
+
+def check_target(location: Location, kind: str, *, overwrite: bool = False,
+                 inputs: Iterable[Location | None] = (), option: str = "overwrite=True") -> None:
+    """Refuse ``location`` as the output of kind ``kind`` unless writing there is safe.
+
+    Raises :class:`OutputRefusedError` when the location is, contains or lies
+    inside one of ``inputs``; when something exists there that daskclust did
+    not write as a ``kind`` store; or when such a store exists and ``overwrite``
+    is false (``option`` names the switch in the message).
+    """
+    assert kind in KINDS, kind
+    for source in inputs:
+        if source is not None and location.overlaps(source):
+            raise OutputRefusedError(
+                f"refusing to write the {_NAMES[kind]} to {location}: it overlaps the input {source} "
+                "(an output must not be, contain or lie inside an input of the same call)"
+            )
+    if not location.exists():
+        return
+    found = store_kind(location)
+    if found != kind:
+        what = f"a daskclust {_NAMES[found]}" if found else "not a store daskclust wrote"
+        raise OutputRefusedError(
+            f"refusing to write the {_NAMES[kind]} to {location}: something exists there ({what}); "
+            f"daskclust only replaces its own {_NAMES[kind]} stores: choose another path"
+        )
+    if not overwrite:
+        raise OutputRefusedError(
+            f"a daskclust {_NAMES[kind]} exists at {location}; pass {option} to replace it"
+        )
+
+
+# ---------------------------------------------------------------- atomic writes
+@contextlib.contextmanager
+def writing(location: Location, kind: str, *, overwrite: bool = False,
+            inputs: Iterable[Location | None] = (), option: str = "overwrite=True",
+            checked: bool = False) -> Iterator[Location]:
+    """Yield where to write a ``kind`` store that is to end up at ``location``; mark and swap it in after.
+
+    The caller writes a zarr store (group or array) at the yielded location.
+    ``checked`` says :func:`check_target` already ran (before the work whose
+    result is written); it is otherwise run here.
+    """
+    if not checked:
+        check_target(location, kind, overwrite=overwrite, inputs=inputs, option=option)
+    if location.is_url:
+        unmark_complete(location)
+        try:
+            yield location
+            mark(location, kind)
+        except BaseException:
+            remove_partial(location)
+            raise
+        return
+    tmp = temporary_sibling(location)
+    try:
+        yield tmp
+        mark(tmp, kind)
+        swap_in(tmp.url, location.url)
+    finally:
+        discard(tmp.url)
+
+
+def temporary_sibling(location: Location) -> Location:
+    """A fresh location beside ``location``, for a store written before it is swapped in."""
+    os.makedirs(os.path.dirname(location.url) or ".", exist_ok=True)
+    return Location(f"{location.url}.tmp-{uuid.uuid4().hex[:12]}", None)
+
+
+def swap_in(src: str, dst: str) -> None:
+    """Rename ``src`` to ``dst``; an existing ``dst`` is moved away first and restored on failure."""
+    old = f"{dst}.old-{uuid.uuid4().hex[:12]}" if os.path.lexists(dst) else None
+    if old is not None:
+        os.rename(dst, old)
+    try:
+        os.rename(src, dst)
+    except BaseException:
+        if old is not None:
+            os.rename(old, dst)
+        raise
+    if old is not None:
+        discard(old)
+
+
+def discard(path: str) -> None:
+    """Delete the local directory or file ``path`` if it exists (best effort)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def remove_partial(location: Location) -> None:
+    """Delete what this call wrote at a URL and could not complete (best effort)."""
+    fs, root = location.filesystem()
+    with contextlib.suppress(Exception):
+        fs.rm(root, recursive=True)
+
+
+def remove_store(location: Location) -> None:
+    """Delete a store daskclust wrote (checked by kind first; anything else is left alone)."""
+    if store_kind(location) is None:
+        return
+    if not location.is_url:
+        discard(location.url)
+        return
+    fs, root = location.filesystem()
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(root, recursive=True)
+
+
+# ---------------------------------------------------------------- worker visibility
+def fingerprint(url: str, storage_options: dict | None = None) -> str:
+    """A digest of what is at a store: its root ``zarr.json`` and, for local stores, the
+    names and sizes of its files (so a different copy of the same shape differs).
+
+    Runs on the driver and on every worker; raises OSError when there is no store.
+    """
+    location = Location(url, storage_options)
+    fs, root = location.filesystem()
+    digest = hashlib.sha256()
+    with fs.open(f"{root}/zarr.json", "rb") as f:
+        digest.update(f.read())
+    if not location.is_url:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in sorted(filenames):
+                path = os.path.join(dirpath, name)
+                digest.update(f"{os.path.relpath(path, root)}:{os.path.getsize(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def _fingerprints_here(locations: list[tuple[str, dict | None]]) -> list[str]:
+    """Run on a worker: the fingerprint of each location, or ``"error: ..."``."""
+    out = []
+    for url, options in locations:
+        try:
+            out.append(fingerprint(url, options))
+        except Exception as exc:  # noqa: BLE001 - reported to the driver as what this worker sees
+            out.append(f"error: {type(exc).__name__}: {exc}")
+    return out
+
+
+def check_workers_see(client, locations: list[Location], *, error=OutputRefusedError) -> None:
+    """Refuse stores that some worker cannot read, or sees with another fingerprint than the driver.
+
+    One small read per location and worker, bounded by :data:`VISIBILITY_TIMEOUT`.
+    """
+    if not locations:
+        return
+    pairs = [(loc.url, loc.storage_options) for loc in locations]
+    expected = [fingerprint(url, options) for url, options in pairs]
+    try:
+        seen = client.sync(client._run, _fingerprints_here, pairs, on_error="return",
+                           callback_timeout=VISIBILITY_TIMEOUT)
+    except TimeoutError as exc:
+        raise error(f"the workers did not report what they see at {', '.join(map(str, locations))} "
+                    f"within {VISIBILITY_TIMEOUT:.0f} s") from exc
+    for worker, answers in sorted(seen.items()):
+        if isinstance(answers, BaseException):
+            raise error(f"worker {worker} could not check the stores: {answers}")
+        for location, want, got in zip(locations, expected, answers):
+            if got != want:
+                why = got.removeprefix("error: ") if got.startswith("error: ") else "a different store"
+                raise error(
+                    f"worker {worker} cannot see {location} as the driver does ({why}): every worker must "
+                    "reach the same store, on a file system mounted at the same path on every machine "
+                    "or at an fsspec URL (s3://, gs://, ...); see docs/safety.md"
+                )
