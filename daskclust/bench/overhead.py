@@ -15,6 +15,7 @@ import numpy as np
 
 from ..data import as_chunked_data
 from ..em.estep_op import EStepOp
+from ..engine.cluster import scheduler_workers
 from ..engine.engine import Engine
 from ..search import SearchConfig, make_search
 from .runner import Table
@@ -55,7 +56,7 @@ def run(client) -> Table:
     rng = np.random.default_rng(0)
     X = rng.standard_normal((10_000, 2))
     centres = X[:16].copy()
-    n_workers = len(client.scheduler_info()["workers"])
+    n_workers = len(scheduler_workers(client))
     table = Table(
         f"Engine overhead per iteration (N = 10,000, D = 2, {n_workers} workers x 1 thread, LocalCluster)",
         ["chunks", "empty pass (ms)", "KMeans E-step, C=16 (ms)", "target (ms)"],

@@ -1,18 +1,67 @@
-"""Which Dask cluster a fit runs on.
+"""Which Dask cluster a fit runs on, and whether its workers are still there.
 
 Order of preference: an explicit ``client``; else a ``scheduler_address``; else
 the active client; else an embedded ``LocalCluster`` that is closed afterwards.
+
+Every wait of the engine on the cluster is bounded or watched: the scheduler is
+asked directly (never the client's cached ``scheduler_info()``, which its
+periodic refresh overwrites with an identity without workers) whether the
+workers a wait depends on are still present and running (:class:`WorkerWatch`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Callable, Iterator
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, Worker
+from distributed.security import Security
+from distributed.utils import sync
+
+from ..errors import ClusterError, InvalidParameterError, WorkerLost
 
 log = logging.getLogger("daskclust")
+
+LOOPBACK = "127.0.0.1"
+"""Interface of the embedded cluster (scheduler, workers, nannies, dashboard): a Dask scheduler
+runs any code a client sends it, so it is never exposed beyond this machine by default."""
+
+SCHEDULER_TIMEOUT = 15.0
+"""Seconds for a scheduler address to answer an identity request before ``connect`` gives up.
+A scheduler answers in milliseconds on a LAN (1-2 s with a TLS handshake over a WAN); 15 s
+leaves room for a busy one and still tells the user within a minute (dask's own connect
+timeout is 30 s, and its handshake read has no bound at all: a non-Dask port hung for ever)."""
+
+IDENTITY_TIMEOUT = 10.0
+"""Seconds for a connected scheduler to answer one liveness query (it takes ~1-5 ms here)."""
+
+WORKERS_TIMEOUT = 30.0
+"""Seconds to wait for a first worker when the cluster has none. A ``dask worker`` joins 2-3 s
+after it is started on this 2-core machine; 30 s covers a slow start and keeps the one-minute rule."""
+
+PAUSE_GRACE = 30.0
+"""Seconds a worker may stay paused (memory above ``distributed.worker.memory.pause``) while
+work waits on it before the wait fails: a worker spilling to disk resumes within seconds; one
+whose chunks and state alone exceed the threshold never does."""
+
+LIVENESS_POLL = 1.0
+"""Seconds between liveness checks while waiting on workers (a check costs one ~1-5 ms query)."""
+
+IMPORT_MEMORY = 200_000_000
+"""Bytes a worker process holds once it has imported daskclust (numba, zarr, ...): 193 MB
+measured (65 MB idle ``dask worker`` + 128 MB import; Python 3.11, numba 0.68, distributed
+2026.8). A worker whose limit is near this is killed by its nanny as soon as a shard starts."""
+
+LOW_MEMORY_LIMIT = 2 * IMPORT_MEMORY
+"""Below this memory limit a worker lost while a fit starts is reported as a memory problem
+(:class:`ClusterError`) instead of a :class:`WorkerLost` the fit would retry for nothing."""
 
 
 def active_client() -> Client | None:
@@ -26,13 +75,81 @@ def active_client() -> Client | None:
 
 
 def start_local_cluster(**kwargs) -> LocalCluster:
-    """An embedded ``LocalCluster`` with Dask's defaults for this machine.
+    """An embedded ``LocalCluster`` with Dask's defaults for this machine, on loopback only.
 
-    The dashboard goes on a free port (``:0``) so that a busy 8787 is no error.
+    Scheduler, workers, nannies and the dashboard listen on 127.0.0.1 (an open scheduler runs
+    anyone's code); the dashboard goes on a free port so that a busy 8787 is no error.
     """
-    options = dict(dashboard_address=":0", processes=True)
+    options = dict(host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0", processes=True)
     options.update(kwargs)
     return LocalCluster(**options)
+
+
+def security_from_files(ca_file: str | None = None, cert: str | None = None,
+                        key: str | None = None) -> Security | None:
+    """The client ``Security`` of a TLS cluster from PEM files, or None when none is given
+    (then dask's config applies, ``distributed.comm.tls.*``).
+
+    ``key`` may be omitted when ``cert`` holds the private key too.
+    """
+    if not (ca_file or cert or key):
+        return None
+    if not (ca_file and cert):
+        raise InvalidParameterError("TLS needs a CA certificate and a client certificate (and its key, unless "
+                                    "the certificate file holds it)")
+    for what, path in (("CA certificate", ca_file), ("client certificate", cert), ("client key", key)):
+        if path is not None and not os.path.isfile(path):
+            raise InvalidParameterError(f"TLS {what} {path!r} does not exist")
+    return Security(tls_ca_file=ca_file, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+
+
+async def _ask_identity(address: str, security: Security | None, timeout: float) -> dict:
+    from distributed.comm import connect as open_comm
+
+    args = (security or Security()).get_connection_args("client")
+    comm = await open_comm(address, timeout=timeout, **args)
+    try:
+        await comm.write({"op": "identity", "n_workers": 0, "reply": True})
+        return await comm.read()
+    finally:
+        comm.abort()
+
+
+def check_scheduler(address: str, security: Security | None = None, timeout: float | None = None) -> dict:
+    """The identity of the Dask scheduler at ``address``, asked within ``timeout`` seconds
+    (default ``SCHEDULER_TIMEOUT``); :class:`ClusterError` if none answers.
+
+    ``Client(address)`` alone waits for ever on a port that accepts connections but does not
+    speak Dask's protocol (its handshake read is unbounded), so the address is probed first,
+    on a private event loop in a daemon thread (bounded by ``asyncio.wait_for``; the caller
+    waits for it 2 s longer at most, for the loop's own teardown).
+    """
+    timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
+    outcome: dict[str, Any] = {}
+
+    def probe():
+        try:
+            outcome["info"] = asyncio.run(asyncio.wait_for(_ask_identity(address, security, timeout), timeout))
+        except BaseException as exc:  # noqa: BLE001 - reported below with the address
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=probe, name="daskclust-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 2.0)
+    info = outcome.get("info")
+    if not isinstance(info, dict) or info.get("type") != "Scheduler":
+        cause = outcome.get("error")
+        if cause is not None:
+            why = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        elif isinstance(info, dict):
+            why = f"a Dask {info.get('type', 'server')} answered, not a scheduler"
+        else:
+            why = "no answer"
+        raise ClusterError(
+            f"no Dask scheduler answered at {address} within {timeout:g} s ({why}): check the address "
+            "(tcp://host:8786, or tls://host:8786 with TLS settings) and that a Dask scheduler runs there"
+        ) from cause
+    return info
 
 
 @contextlib.contextmanager
@@ -42,16 +159,23 @@ def connect(
     *,
     announce: Callable[[str], None] | None = None,
     cluster_kwargs: dict | None = None,
+    security: Security | None = None,
 ) -> Iterator[Client]:
     """Yield the client to run on, closing what this function started.
 
     ``announce`` receives one line with the dashboard link when a cluster is started here.
+    ``security`` (a ``distributed.security.Security``, see :func:`security_from_files`) is used
+    to connect to ``scheduler_address``; None means dask's config (``distributed.comm.tls.*``).
+    A ``scheduler_address`` where no Dask scheduler answers within ``SCHEDULER_TIMEOUT``
+    seconds raises :class:`ClusterError`.
     """
     if client is not None:
         yield client
         return
     if scheduler_address:
-        with Client(scheduler_address) as own:
+        if isinstance(scheduler_address, str):
+            check_scheduler(scheduler_address, security)
+        with Client(scheduler_address, security=security, timeout=SCHEDULER_TIMEOUT) as own:
             yield own
         return
     current = active_client()
@@ -67,3 +191,130 @@ def connect(
             yield own
     finally:
         cluster.close()
+
+
+# ------------------------------------------------------------------ liveness
+def scheduler_workers(client: Client | Worker) -> dict[str, dict]:
+    """The scheduler's workers now, ``{address: identity}`` (status, memory_limit, nanny...).
+
+    Asked of the scheduler directly: ``client.scheduler_info()`` returns a cache that the
+    client's periodic refresh overwrites with an identity fetched without workers, so it can
+    show an empty cluster (fits failed with "no workers") or miss a live worker (false
+    :class:`WorkerLost`). The one place the engine and the shards learn who is alive.
+
+    On a worker, pass the ``Worker``: its own connection to the scheduler is used, not
+    ``get_client()``, which may create a worker client and make it the process's default (with
+    in-process workers that broke the actor handles the driver shares with them).
+    """
+    run = getattr(client, "sync", None) or functools.partial(sync, client.loop)
+    try:
+        info = run(client.scheduler.identity, n_workers=-1, callback_timeout=IDENTITY_TIMEOUT)
+    except TimeoutError as exc:
+        address = getattr(client.scheduler, "address", "?")
+        raise ClusterError(f"the Dask scheduler at {address} did not answer within {IDENTITY_TIMEOUT:g} s: "
+                           "is it overloaded or gone?") from exc
+    return dict(info.get("workers") or {})
+
+
+class WorkerWatch:
+    """The liveness check of one wait on the workers at ``addresses``.
+
+    :meth:`check` raises :class:`WorkerLost` when one of them has left the cluster, except while
+    a fit is ``starting``: a worker lost then with a small memory limit raises
+    :class:`ClusterError` with the limit to raise (its nanny restarts it, and every retry would
+    kill it again). When the wait is on Dask ``tasks`` (creating shards, persisting), which a
+    paused worker does not run, a worker paused for more than ``PAUSE_GRACE`` seconds raises
+    :class:`ClusterError`; a warning is logged when the pause is first seen and a pause that
+    ends is forgotten. Actor calls (passes, attaching chunks) run on a paused worker too, so
+    their waits only check presence.
+
+    ``client`` is the driver's client, or on a worker the ``Worker`` itself (see
+    :func:`scheduler_workers`).
+    """
+
+    def __init__(self, client: Client | Worker, addresses: Iterable[str], *, starting: bool = False,
+                 tasks: bool = False, memory_limits: Mapping[str, int] | None = None,
+                 nannies: Mapping[str, str | None] | None = None):
+        self.client = client
+        self.addresses = list(addresses)
+        self.starting = starting
+        self.tasks = tasks
+        self._limits = dict(memory_limits or {})
+        self._nannies = dict(nannies or {})
+        self._paused_since: dict[str, float] = {}
+
+    def result(self, future) -> Any:
+        """``future.result()`` (a Dask or actor future), checking the workers every ``LIVENESS_POLL`` s."""
+        return self.poll(lambda timeout: future.result(timeout=timeout))
+
+    def poll(self, attempt: Callable[[float], Any]) -> Any:
+        """Call ``attempt(timeout)`` until it does not raise ``TimeoutError``, checking in between."""
+        while True:
+            try:
+                return attempt(LIVENESS_POLL)
+            except TimeoutError:
+                self.check()
+
+    def running(self) -> None:
+        """Return once every watched worker runs (is not paused), checking as :meth:`check` does:
+        for what a paused worker refuses without a bound of our own (``scatter`` to it waits up
+        to dask's connect timeout, then fails with "No valid workers found")."""
+        while True:
+            workers = self.check()
+            if all(workers[a].get("status", "running") == "running" for a in self.addresses):
+                return
+            time.sleep(LIVENESS_POLL)
+
+    def check(self, cause: BaseException | None = None) -> dict[str, dict]:
+        """Raise if a watched worker has left (or stayed paused during a wait on tasks); else
+        return the scheduler's workers (:func:`scheduler_workers`)."""
+        workers = scheduler_workers(self.client)
+        for address in self.addresses:  # remembered for the message if the worker goes
+            if address in workers:
+                self._limits.setdefault(address, int(workers[address].get("memory_limit") or 0))
+                self._nannies.setdefault(address, workers[address].get("nanny"))
+        lost = [a for a in self.addresses if a not in workers]
+        if lost:
+            if self.starting:
+                self._raise_if_too_small(lost, workers, cause)
+            raise WorkerLost(lost) from cause
+        if self.tasks:
+            self._check_paused(workers)
+        return workers
+
+    def _raise_if_too_small(self, lost: list[str], workers: dict[str, dict], cause) -> None:
+        for address in lost:
+            limit = self._limits.get(address, 0)
+            if not 0 < limit < LOW_MEMORY_LIMIT:
+                continue
+            nanny = self._nannies.get(address)
+            restarted = nanny is not None and any(w.get("nanny") == nanny for w in workers.values())
+            what = "was restarted by its nanny" if restarted else "left the cluster (killed, or being restarted)"
+            raise ClusterError(
+                f"worker {address} {what} while the fit was starting (memory limit {limit / 1e6:.0f} MB; "
+                f"importing daskclust needs about {IMPORT_MEMORY / 1e6:.0f} MB on a worker, plus its chunks): "
+                "raise the worker memory limit (dask worker --memory-limit, LocalCluster(memory_limit=...))"
+            ) from cause
+
+    def _check_paused(self, workers: dict[str, dict]) -> None:
+        now = time.monotonic()
+        for address in self.addresses:
+            ident = workers[address]
+            if ident.get("status") != "paused":
+                if self._paused_since.pop(address, None) is not None:
+                    log.info("worker %s resumed", address)
+                continue
+            since = self._paused_since.setdefault(address, now)
+            limit = int(ident.get("memory_limit") or 0)
+            used = (ident.get("metrics") or {}).get("memory")
+            memory = f"process memory {used / 1e6:.0f} MB of its limit of {limit / 1e6:.0f} MB" if used and limit \
+                else f"memory limit {limit / 1e6:.0f} MB"
+            if since == now:
+                log.warning("worker %s is paused (%s): waiting up to %g s for it to resume", address, memory,
+                            PAUSE_GRACE)
+            elif now - since > PAUSE_GRACE:
+                raise ClusterError(
+                    f"worker {address} is paused: its memory is above the pause threshold of its limit "
+                    f"(distributed.worker.memory.pause; {memory}) for {now - since:.0f} s: raise the limit or "
+                    "lower chunk_rows"
+                )

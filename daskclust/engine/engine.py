@@ -18,9 +18,11 @@ import numpy as np
 from distributed import Client, wait
 
 from ..data import ChunkedData
-from ..errors import DaskclustError, WorkerLost
+from ..errors import ClusterError, DaskclustError
+from . import cluster
+from .cluster import WorkerWatch, scheduler_workers
 from .ops import ChunkOp
-from .shard import LIVENESS_POLL, Shard
+from .shard import Shard
 
 CLOSE_TIMEOUT = 2.0
 """Seconds to wait for a shard to release its chunks when the engine closes."""
@@ -33,13 +35,27 @@ class WorkerInfo:
     address: str
     nthreads: int
     memory_limit: int
+    nanny: str | None = None
 
 
 def cluster_workers(client: Client) -> list[WorkerInfo]:
-    """The cluster's workers, in a fixed (address) order."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    """The cluster's workers, in a fixed (address) order, asked of the scheduler itself.
+
+    A cluster without workers is given ``cluster.WORKERS_TIMEOUT`` seconds for one to join,
+    then :class:`ClusterError`.
+    """
+    info = scheduler_workers(client)
+    if not info:
+        timeout = cluster.WORKERS_TIMEOUT
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError as exc:
+            address = getattr(client.scheduler, "address", "?")
+            raise ClusterError(f"no workers joined the Dask cluster at {address} within {timeout:g} s: "
+                               "start workers (dask worker ADDRESS) or check their logs") from exc
+        info = scheduler_workers(client)
     return [
-        WorkerInfo(addr, int(w.get("nthreads", 1)), int(w.get("memory_limit") or 0))
+        WorkerInfo(addr, int(w.get("nthreads", 1)), int(w.get("memory_limit") or 0), w.get("nanny"))
         for addr, w in sorted(info.items())
     ]
 
@@ -113,7 +129,7 @@ class Engine:
         data, client = self.data, self.client
         workers = cluster_workers(client)
         if not workers:
-            raise RuntimeError("the Dask cluster has no workers")
+            raise ClusterError("the Dask cluster has no workers")
         budget = self._memory_budget or default_memory_budget(workers)
         kind = data.source.kind
         if self._persist_choice is not None:
@@ -142,23 +158,30 @@ class Engine:
                           workers=[workers[i].address], allow_other_workers=False, pure=False)
             for i in used
         ]
-        self.shards = [f.result() for f in shard_futures]
         self.workers = [workers[i] for i in used]
+        watch = self._watch(self.workers, starting=True, tasks=True)
+        try:  # a shard pinned to a worker that left (or stays paused) would never start
+            self.shards = [watch.result(f) for f in shard_futures]
+        except BaseException:
+            client.cancel(shard_futures)
+            raise
         attach = []
         for shard, i in zip(self.shards, used):
             mine = np.flatnonzero(placement == i)
             specs = [(int(c), int(data.bounds[c]), int(data.bounds[c + 1])) for c in mine]
             xr = [x_refs[c] for c in mine] if x_refs is not None else None
             wr = [w_refs[c] for c in mine] if w_refs is not None else None
-            attach.append(shard.attach(specs, xr, wr))
-        rows = sum(f.result() for f in attach)
+            attach.append(lambda shard=shard, specs=specs, xr=xr, wr=wr: shard.attach(specs, xr, wr))
+        rows = sum(self._wait(attach, self._watch(self.workers, starting=True)))
         assert rows == data.n_samples, (rows, data.n_samples)
         self.placement = placement
 
     def _push(self, array: np.ndarray, placement: np.ndarray, workers: list[WorkerInfo]) -> list:
-        """Send each chunk of an in-memory array straight to its worker."""
+        """Send each chunk of an in-memory array straight to its worker (once the workers run:
+        a paused worker accepts no data)."""
         refs: list = [None] * (len(self.data.bounds) - 1)
         b = self.data.bounds
+        self._watch([workers[i] for i in sorted(set(placement.tolist()))], starting=True, tasks=True).running()
         for i, worker in enumerate(workers):
             mine = np.flatnonzero(placement == i)
             if len(mine) == 0:
@@ -174,7 +197,7 @@ class Engine:
         src = self.data.weight_source
         array = src.array if src.kind == "numpy" else None
         if array is None:  # dask weights: small (8 bytes a row), computed once here
-            array = self.data.weights.compute()
+            array = self._watch(workers, starting=True, tasks=True).result(self.client.compute(self.data.weights))
         return self._push(np.asarray(array, dtype=np.float64), placement, workers)
 
     def _persist_dask(self, workers: list[WorkerInfo]) -> tuple[list, np.ndarray]:
@@ -183,8 +206,8 @@ class Engine:
 
         x = self.client.persist(self.data.X)
         refs = sorted(futures_of(x), key=lambda f: f.key[1])
-        wait(refs)
-        self._refs.extend(refs)
+        self._refs.extend(refs)  # released by close() even if the wait fails
+        self._watch(workers, starting=True, tasks=True).poll(lambda timeout: wait(refs, timeout=timeout))
         where = self.client.who_has(refs)
         index = {w.address: i for i, w in enumerate(workers)}
         placement = np.array([index[sorted(where[f.key])[0]] for f in refs], dtype=int)
@@ -207,32 +230,29 @@ class Engine:
         """Call ``method`` on every shard at once and return their results."""
         return self._wait([lambda s=s: getattr(s, method)(*args) for s in self.shards])
 
-    def _wait(self, calls) -> list:
+    def _watch(self, workers: list[WorkerInfo], starting: bool = False, tasks: bool = False) -> WorkerWatch:
+        """The liveness check of a wait on ``workers`` (see :class:`WorkerWatch`)."""
+        return WorkerWatch(self.client, [w.address for w in workers], starting=starting, tasks=tasks,
+                           memory_limits={w.address: w.memory_limit for w in workers},
+                           nannies={w.address: w.nanny for w in workers})
+
+    def _wait(self, calls, watch: WorkerWatch | None = None) -> list:
         """Start the actor calls and collect their results, turning the loss of a worker into
         :class:`WorkerLost` (checked every ``LIVENESS_POLL`` seconds while waiting: a call
         forwarded to a dead worker otherwise fails only after the connect timeout)."""
+        watch = watch or self._watch(self.workers)
         try:
             futures = [call() for call in calls]
-            results = []
-            for future in futures:
-                while True:
-                    try:
-                        results.append(future.result(timeout=LIVENESS_POLL))
-                        break
-                    except TimeoutError:
-                        self._check_workers()
-            return results
+            return [watch.result(future) for future in futures]
         except DaskclustError:
             raise
         except Exception as exc:  # noqa: BLE001 - comm errors: find out whether a worker left
-            self._check_workers(exc)
+            watch.check(exc)
             raise
 
     def _check_workers(self, cause: BaseException | None = None) -> None:
-        alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
-        lost = sorted(w.address for w in self.workers if w.address not in alive)
-        if lost:
-            raise WorkerLost(lost) from cause
+        """Raise :class:`WorkerLost` if a worker holding shards has left the cluster."""
+        self._watch(self.workers).check(cause)
 
     def save_state(self, url: str) -> None:
         """Every shard writes its chunks' per-row state and row order under ``url`` (checkpoints)."""
@@ -251,7 +271,10 @@ class Engine:
 
         A shard whose worker died, or that is still waiting on one, is not waited for.
         """
-        alive = set(self.client.scheduler_info(n_workers=-1)["workers"]) if self.shards else set()
+        try:
+            alive = set(scheduler_workers(self.client)) if self.shards else set()
+        except Exception:  # noqa: BLE001 - teardown: a scheduler that does not answer has no shard to wait for
+            alive = set()
         pending = []
         for shard, worker in zip(self.shards, self.workers):
             if worker.address in alive:

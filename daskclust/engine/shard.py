@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from ..data import BlockSource
-from ..errors import InvalidDataError, WorkerLost
+from ..io import ARRAY_CONFIG
+from ..errors import InvalidDataError
 from ..kernels.validation import first_invalid_weight, first_nonfinite_row
+from .cluster import WorkerWatch
 from .ops import Chunk, ChunkOp
 
 _NO_WEIGHTS = np.empty(0, dtype=np.float64)
@@ -48,20 +50,10 @@ def _worker_threads() -> int:
     return int(getattr(state, "nthreads", None) or getattr(worker, "nthreads", 1) or 1)
 
 
-LIVENESS_POLL = 1.0
-"""Seconds between checks that a child shard's worker is alive while waiting for it."""
-
-
 def _wait_alive(future, address: str) -> Any:
-    """The result of an actor call to the worker at ``address``; WorkerLost as soon as it leaves."""
-    from distributed import get_client
-
-    while True:
-        try:
-            return future.result(timeout=LIVENESS_POLL)
-        except TimeoutError:
-            if address not in get_client().scheduler_info(n_workers=-1)["workers"]:
-                raise WorkerLost([address]) from None
+    """The result of an actor call to the worker at ``address``; :class:`WorkerLost` as soon as it
+    leaves (the engine's liveness check, :class:`WorkerWatch`, asking through this worker)."""
+    return WorkerWatch(_worker(), [address]).result(future)
 
 
 def tree_merge(op: ChunkOp, accs: list) -> Any:
@@ -157,6 +149,16 @@ class Shard:
                 f"X contains NaN or inf in row {slot.start + bad} (chunk {slot.index}, row {bad} of the chunk); "
                 "remove or impute such rows before clustering"
             )
+        from ..kernels.validation import max_abs, scale_bounds
+
+        # too large here; too small only on the whole data (first seeding pass): tiny values beside large are fine
+        largest = max_abs(X)
+        if largest > scale_bounds(X.dtype, X.shape[1])[1]:
+            raise InvalidDataError(
+                f"X is too large to cluster: max |x| = {largest:.3g} (chunk {slot.index}), so squared distances "
+                f"between rows of {X.shape[1]} features overflow {X.dtype}; rescale the data (e.g. divide it by its "
+                "standard deviation)"
+            )
         if w.shape[0]:
             bad = first_invalid_weight(w)
             if bad >= 0:
@@ -174,7 +176,7 @@ class Shard:
         half before this shard starts on its own chunks, so the whole tree works
         at once and the merged result flows back up: one call from the driver per
         pass, depth log2(workers). A child whose worker leaves the cluster fails
-        the pass within ``LIVENESS_POLL`` seconds, freeing this worker's actor thread.
+        the pass within ``cluster.LIVENESS_POLL`` seconds, freeing this worker's actor thread.
         """
         halves = [others[: len(others) // 2], others[len(others) // 2:]]
         pending = [(half[0][1], half[0][0].run_tree(op, half[1:])) for half in halves if half]
@@ -235,9 +237,12 @@ class Shard:
         slot.state.clear()
 
     def _write_state(self, url: str, slot: _Slot, arrays: dict[str, np.ndarray]) -> None:
+        """Write the chunk's state arrays, then (last) the list of them, by which a reader
+        tells a whole state from one interrupted or damaged (see ``checkpoint._verify``)."""
         group = self._chunk_group(url, slot, "w")
         for name, value in arrays.items():
-            group.create_array(name, data=np.ascontiguousarray(value))
+            group.create_array(name, data=np.ascontiguousarray(value), config=ARRAY_CONFIG)
+        group.attrs["arrays"] = sorted(arrays)
 
     def save_state(self, url: str) -> int:
         """Write every chunk's per-row state and row order under ``url``/chunks (checkpoints).
