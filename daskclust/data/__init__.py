@@ -120,14 +120,15 @@ def as_chunked_data(
     Raises
     ------
     InvalidDataError
-        Not 2-D, no features, unsupported dtype, fewer than ``min_samples`` rows,
-        or weights of the wrong shape or dtype.
+        Not 2-D, unknown chunk sizes, no features, unsupported dtype, fewer than
+        ``min_samples`` rows, or weights of the wrong shape or dtype.
     """
     dask_x, src_array, kind, input_kind = as_dask(X, array, storage_options)
     if dask_x.ndim != 2:
         raise InvalidDataError(
             f"{what} must be 2-D (samples x features); got a {dask_x.ndim}-D array of shape {dask_x.shape}"
         )
+    _check_chunks_known(dask_x, what)
     n_samples, n_features = (int(s) for s in dask_x.shape)
     dtype = data_dtype(dask_x.dtype)
     if n_features == 0:
@@ -174,8 +175,20 @@ def _choose_chunk_rows(dask_x, src_array, kind, chunk_rows, dtype):
     return default_chunk_rows(n_samples, n_features, dtype.itemsize, source_rows)
 
 
+def _check_chunks_known(array: da.Array, what: str) -> None:
+    """Refuse a dask array whose chunk sizes are unknown (NaN, as after boolean indexing):
+    its rows can be neither counted nor placed."""
+    for axis, sizes in zip(("row", "column"), array.chunks):
+        if any(np.isnan(size) for size in sizes):
+            raise InvalidDataError(
+                f"the {axis} chunk sizes of {what} are unknown (NaN in {what}.chunks, as after boolean indexing); "
+                f"call {what}.compute_chunk_sizes() first"
+            )
+
+
 def _chunk_weights(sample_weight, n_samples, row_chunks, storage_options):
     dask_w, src, kind, _ = as_dask(sample_weight, None, storage_options)
+    _check_chunks_known(dask_w, "sample_weight")
     if dask_w.ndim != 1 or dask_w.shape[0] != n_samples:
         raise InvalidDataError(
             f"sample_weight must have shape ({n_samples},), matching the rows of X; got shape {dask_w.shape}"

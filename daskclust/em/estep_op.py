@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from ..kernels.estep import N_SCALARS, estep_full
 from ..kernels.rng import stream_key
 from ..kernels.search import NEIGHBOURHOOD, SAMPLED, estep_truncated
 from ..search import SearchPayload
+from .mstep import variance_floor
 
 STREAM_ESTEP = 41
 _NO_TABLE = np.zeros((0, 0))
@@ -45,7 +46,9 @@ class EStepOp:
     centres : (C, D) float64; sigma2 : variance for the responsibilities;
     n_keep : C' (1 = k-means, C = exact EM); keep_state : keep K(n) on the
     workers; search : which clusters each point evaluates; seed, iteration :
-    key the exploratory and sampled draws (with the chunk index).
+    key the exploratory and sampled draws (with the chunk index). The kernels
+    get ``kernel_sigma2``, sigma2 raised to :func:`variance_floor` (sigma^2 = 0
+    when every point sits on its centre).
     """
 
     centres: np.ndarray
@@ -55,6 +58,10 @@ class EStepOp:
     search: SearchPayload
     seed: int = 0
     iteration: int = 0
+    kernel_sigma2: float = field(init=False)
+
+    def __post_init__(self):
+        self.kernel_sigma2 = variance_floor(self.sigma2, self.centres)
 
     def new_acc(self) -> dict:
         acc = new_stats(*self.centres.shape)
@@ -77,7 +84,7 @@ class EStepOp:
         s = self.search
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
         if s.mode == "full":
-            estep_full(chunk.X, chunk.w, self.centres, self.sigma2, self.n_keep, K, *stats)
+            estep_full(chunk.X, chunk.w, self.centres, self.kernel_sigma2, self.n_keep, K, *stats)
         else:
             sampled = s.mode == "sampled"
             neighbours = _NO_NEIGHBOURS if sampled else s.neighbours
@@ -85,9 +92,9 @@ class EStepOp:
             thresholds = s.thresholds if s.thresholds is not None else np.zeros(0)
             tsum, tcnt = (acc["tsum"], acc["tcnt"]) if "tsum" in acc else (_NO_TABLE, _NO_TABLE)
             source_row = chunk.perm if chunk.perm is not None else _IDENTITY
-            pairs = estep_truncated(chunk.X, chunk.w, self.centres, self.sigma2, K, SAMPLED if sampled else NEIGHBOURHOOD,
-                                    neighbours, thresholds, *rows, s.n_draws, s.n_explore, key, s.collect, *stats,
-                                    tsum, tcnt, source_row)
+            pairs = estep_truncated(chunk.X, chunk.w, self.centres, self.kernel_sigma2, K,
+                                    SAMPLED if sampled else NEIGHBOURHOOD, neighbours, thresholds, *rows, s.n_draws,
+                                    s.n_explore, key, s.collect, *stats, tsum, tcnt, source_row)
             if s.collect:
                 acc["pairs"].append(pairs)
         if self.keep_state:

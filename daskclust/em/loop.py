@@ -11,16 +11,18 @@ to the returned centres (scikit-learn's final E-step, without an extra pass).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..checkpoint import LoopState
+from ..errors import ConvergenceWarning
 from ..kernels.estep import CHANGED, NDIST, QE, W
 from ..search import Search
 from .estep_op import EStepOp
-from .mstep import gmm_free_energy, kmeans_free_energy, m_step
+from .mstep import gmm_free_energy, kmeans_free_energy, m_step, variance_floor
 
 HISTORY_FIELDS = (
     "iteration",
@@ -110,9 +112,10 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         new_centres, new_sigma2 = m_step(acc, centres, settings.reg) if apply_m else (centres, sigma2)
         scal = acc["scal"]
         if settings.kmeans and apply_m:
-            free_energy, row_sigma2 = kmeans_free_energy(C, D, new_sigma2), new_sigma2
+            free_energy = kmeans_free_energy(C, D, variance_floor(new_sigma2, new_centres))
+            row_sigma2 = new_sigma2
         else:
-            free_energy, row_sigma2 = gmm_free_energy(acc, C, D, sigma2), sigma2
+            free_energy, row_sigma2 = gmm_free_energy(acc, C, D, op.kernel_sigma2), op.kernel_sigma2
         n_changed = int(scal[CHANGED]) if settings.keep_state else -1
         row = {
             "iteration": t,
@@ -137,6 +140,24 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         centres, sigma2, prev_f = new_centres, new_sigma2, free_energy
         if checkpointer is not None and checkpointer.due(t + 1):
             checkpointer.save(engine, LoopState(t + 1, centres, sigma2, prev_f, history), search.state())
-    if settings.kmeans:
-        sigma2 = float(scal[QE]) / (D * scal[W])
+    sigma2 = float(scal[QE]) / (D * scal[W]) if settings.kmeans else op.kernel_sigma2
+    warn_if_degenerate(centres, acc)
     return EMResult(centres, float(sigma2), max(0, t - first_m), bool(done), float(scal[QE]), history)
+
+
+def warn_if_degenerate(centres: np.ndarray, acc: dict[str, np.ndarray]) -> None:
+    """A :class:`ConvergenceWarning` when fewer than C clusters are distinct and have mass in
+    the E-step statistics ``acc`` of ``centres`` (scikit-learn warns when it finds fewer
+    distinct clusters than ``n_clusters``). When every row also sits on its centre
+    (sigma^2 at the variance floor) the data have no more distinct points than that."""
+    C, D = centres.shape
+    k = len(np.unique(centres[acc["S0"] > 0], axis=0))
+    if k == C:
+        return
+    scal = acc["scal"]
+    if scal[QE] / (D * scal[W]) <= variance_floor(0.0, centres):
+        reason = "the data have fewer distinct points than clusters"
+    else:
+        reason = "the other clusters are duplicates or have no points (duplicate rows in the data, or a poor init?)"
+    warnings.warn(f"only {k} distinct clusters found for {C} clusters: {reason}", ConvergenceWarning,
+                  stacklevel=5)  # the caller of fit (fit -> _run -> run_em -> here)

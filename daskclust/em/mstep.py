@@ -8,8 +8,21 @@ import numpy as np
 
 from ..kernels.estep import LSE, W
 
-SIGMA2_FLOOR = 1e-300
-"""Smallest variance used in logarithms: a k-means fit of N = C points has sigma^2 = 0."""
+_EPS = float(np.finfo(np.float64).eps)
+_TINY = float(np.finfo(np.float64).tiny)
+
+
+def variance_floor(sigma2: float, centres: np.ndarray) -> float:
+    """``sigma2`` raised to at least (eps max|mu|)^2, the variance of float64 rounding at the
+    centres' scale, and to at least the smallest normal float: the one variance floor.
+
+    A fit whose points coincide with their centres has sigma^2 = 0 (k-means of N = C
+    points, constant data, ``reg_covar=0``), which 1 / (2 sigma^2) and log sigma^2
+    cannot take. A mean of identical rows may differ from them by rounding; against
+    this floor a distance of a few rounding errors costs a few units in the
+    log-sum-exp, not ~1e300 as against the smallest float.
+    """
+    return max(float(sigma2), (_EPS * float(np.abs(centres).max())) ** 2, _TINY)
 
 
 def m_step(acc: dict[str, np.ndarray], centres: np.ndarray, reg: float = 0.0) -> tuple[np.ndarray, float]:
@@ -36,17 +49,17 @@ def m_step(acc: dict[str, np.ndarray], centres: np.ndarray, reg: float = 0.0) ->
 def gmm_free_energy(acc: dict[str, np.ndarray], n_clusters: int, n_features: int, sigma2: float) -> float:
     """Truncated free energy per point (seed 004 Eq. 7) at the E-step's parameters.
 
-    F = (1/W) sum_n w_n log sum_{c in K(n)} (1/C) N(y_n; mu_c, sigma^2 I)
+    F = (1/W) sum_n w_n log sum_{c in K(n)} (1/C) N(y_n; mu_c, sigma^2 I), ``sigma2``
+    being the floored variance the E-step used (``EStepOp.kernel_sigma2``).
     """
     scal = acc["scal"]
-    s2 = max(sigma2, SIGMA2_FLOOR)
-    return float(scal[LSE] / scal[W] - math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * s2))
+    return float(scal[LSE] / scal[W] - math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * sigma2))
 
 
 def kmeans_free_energy(n_clusters: int, n_features: int, sigma2: float) -> float:
     """k-means free energy per point (seed 004 Prop. 3, Eq. 15): -log C - (D/2) log(2 pi e sigma^2).
 
-    ``sigma2`` is the variance after the M-step, sum_n ||y_n - mu_c(n)||^2 / (D N).
+    ``sigma2`` is the variance after the M-step, sum_n ||y_n - mu_c(n)||^2 / (D N), floored
+    by :func:`variance_floor`.
     """
-    s2 = max(sigma2, SIGMA2_FLOOR)
-    return float(-math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * math.e * s2))
+    return float(-math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * math.e * sigma2))

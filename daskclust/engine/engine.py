@@ -127,9 +127,7 @@ class Engine:
 
     def start(self) -> None:
         data, client = self.data, self.client
-        workers = cluster_workers(client)
-        if not workers:
-            raise ClusterError("the Dask cluster has no workers")
+        workers = cluster_workers(client)  # never empty: ClusterError after a bounded wait
         budget = self._memory_budget or default_memory_budget(workers)
         kind = data.source.kind
         if self._persist_choice is not None:
@@ -249,10 +247,6 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - comm errors: find out whether a worker left
             watch.check(exc)
             raise
-
-    def _check_workers(self, cause: BaseException | None = None) -> None:
-        """Raise :class:`WorkerLost` if a worker holding shards has left the cluster."""
-        self._watch(self.workers).check(cause)
 
     def save_state(self, url: str) -> None:
         """Every shard writes its chunks' per-row state and row order under ``url`` (checkpoints)."""

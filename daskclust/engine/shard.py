@@ -19,7 +19,7 @@ import numpy as np
 from ..data import BlockSource
 from ..io import ARRAY_CONFIG
 from ..errors import InvalidDataError
-from ..kernels.validation import first_invalid_weight, first_nonfinite_row
+from ..kernels.validation import first_invalid_weight, first_nonfinite_row, max_abs, scale_bounds
 from .cluster import WorkerWatch
 from .ops import Chunk, ChunkOp
 
@@ -149,8 +149,6 @@ class Shard:
                 f"X contains NaN or inf in row {slot.start + bad} (chunk {slot.index}, row {bad} of the chunk); "
                 "remove or impute such rows before clustering"
             )
-        from ..kernels.validation import max_abs, scale_bounds
-
         # too large here; too small only on the whole data (first seeding pass): tiny values beside large are fine
         largest = max_abs(X)
         if largest > scale_bounds(X.dtype, X.shape[1])[1]:

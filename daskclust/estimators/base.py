@@ -265,7 +265,7 @@ class TruncatedEMEstimator(ParamsMixin):
                         progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                         plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
                                                 "method": seeding.method}
-                        sigma2 = max(seeding.sigma2 + self._reg(), np.finfo(float).tiny)
+                        sigma2 = seeding.sigma2 + self._reg()  # floored where used (em.mstep.variance_floor)
                         start = LoopState(0, seeding.centres, sigma2)
                     else:
                         restore_chunk_states(engine, resumed.url)

@@ -8,6 +8,7 @@ estimator declares how every parameter is validated in ``_constraints``.
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,11 @@ from ..errors import InvalidParameterError
 
 @dataclass(frozen=True)
 class Interval:
-    """A number in [low, high] (``None`` = unbounded); ``integer`` requires an int."""
+    """A finite number in [low, high] (``None`` = unbounded); ``integer`` requires an int.
+
+    NaN and infinities are refused: no parameter means anything at them (``tol=nan``
+    never converges, ``reg_covar=inf`` gives an infinite variance).
+    """
 
     low: float | None
     high: float | None
@@ -31,6 +36,8 @@ class Interval:
         kind = numbers.Integral if self.integer else numbers.Real
         if isinstance(value, bool) or not isinstance(value, kind):
             raise InvalidParameterError(f"{name} must be {'an integer' if self.integer else 'a number'}, got {value!r}")
+        if not isinstance(value, numbers.Integral) and not math.isfinite(value):  # an int may not fit a float
+            raise InvalidParameterError(f"{name} must be a finite number, got {value!r}")
         if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
             raise InvalidParameterError(f"{name} must be {'>' if self.open_low else '>='} {self.low}, got {value!r}")
         if self.high is not None and value > self.high:

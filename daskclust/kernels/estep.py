@@ -105,7 +105,8 @@ def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
         Sample weights; an empty array means weight 1 for every row.
     centres : (C, D) float64
     sigma2 : float
-        Variance used for the responsibilities.
+        Variance used for the responsibilities, > 0: the caller floors it
+        (:func:`daskclust.em.mstep.variance_floor`), so 1 / (2 sigma^2) is finite.
     n_keep : int
         C', clusters kept per point (1 = k-means, C = exact EM).
     K : (n, C') int32 or (n, 0) int32, IN/OUT
@@ -142,7 +143,9 @@ def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
         else:
             for c in range(C):
                 size = insert_sorted(sel_d, sel_c, size, k, d2[c], c)
-        scal[LSE] += wi * accumulate_point(x, wi, sel_c, sel_d, size, inv_two_s2, S0, S1, SD2)
+        lse = accumulate_point(x, wi, sel_c, sel_d, size, inv_two_s2, S0, S1, SD2)
+        if wi > 0.0:  # with a tiny sigma^2 a far zero-weight row has lse = -inf, and 0 * -inf is NaN
+            scal[LSE] += wi * lse
         scal[W] += wi
         scal[QE] += wi * sel_d[0]
         scal[NDIST] += C

@@ -100,7 +100,7 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     on the order in which a worker keeps the rows.
 
     K : (n, C') int32, IN/OUT, best first, -1 = unknown. Statistics S0, S1,
-    SD2, scal (IN/OUT) as in :mod:`daskclust.kernels.estep`.
+    SD2, scal (IN/OUT) as in :mod:`daskclust.kernels.estep`; ``sigma2`` > 0 (floored by the caller).
 
     With ``collect`` the kernel also gathers the pair statistics of its strategy:
 
@@ -211,7 +211,8 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
                 S1[bc, j] += wi * X[i, j]
             SD2[bc] += wi * bd
             K[i, 0] = bc
-            tl += wi * (-bd * inv_two_s2)
+            if wi > 0.0:  # see estep_full: a zero-weight row adds nothing, not 0 * -inf
+                tl -= wi * bd * inv_two_s2
         else:
             kept = min(size, k)
             z = 0.0
@@ -227,7 +228,8 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
                 SD2[c] += wq * sel_d[t]
             for t in range(k):
                 K[i, t] = sel_c[t] if t < kept else -1
-            tl += wi * (-bd * inv_two_s2 + np.log(z))
+            if wi > 0.0:
+                tl += wi * (-bd * inv_two_s2 + np.log(z))
         tw += wi
         tq += wi * bd
         nd += m

@@ -59,10 +59,11 @@ def assign(engine, centres: np.ndarray, seed: int, n_dist: int = 0):
 
 
 def random_rows(engine, n_clusters: int, *, seed: int, **_):
-    """C distinct rows drawn without replacement in proportion to their weights."""
+    """C distinct rows drawn without replacement in proportion to their weights (repeated
+    when fewer than C rows have positive weight)."""
     rows = engine.map_reduce(DrawOp(seed, 0, n_clusters, engine.data.n_features))
-    order = np.argsort(rows["key"], kind="stable")
-    return assign(engine, rows["X"][order], seed)
+    centres = rows["X"][np.argsort(rows["key"], kind="stable")]
+    return assign(engine, _fill(centres, n_clusters) if len(centres) < n_clusters else centres, seed)
 
 
 def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
@@ -162,10 +163,40 @@ def _reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, see
     return centres, centre_of
 
 
+def _distinct(rows: np.ndarray) -> np.ndarray:
+    """The distinct values among ``rows``, in the order of their first occurrence."""
+    _, first = np.unique(rows, axis=0, return_index=True)
+    return rows[np.sort(first)]
+
+
+def _fill(rows: np.ndarray, n_clusters: int) -> np.ndarray:
+    """``n_clusters`` centres: the distinct values among ``rows``, repeated cyclically when
+    there are fewer (the data have fewer distinct points than clusters)."""
+    distinct = _distinct(rows)
+    return distinct[np.arange(n_clusters) % len(distinct)]
+
+
 def _complete(engine, cands: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
-    """Too few candidates (nearly all rows identical): top up with rows drawn by weight."""
-    extra = engine.map_reduce(DrawOp(seed, 99, n_clusters, engine.data.n_features))["X"]
-    return np.concatenate([cands, extra])[:n_clusters]
+    """``n_clusters`` centres from ``cands``, distinct as far as the data allow.
+
+    Too few distinct candidates (nearly all rows identical, N close to C) are topped
+    up with rows drawn in proportion to w d^2 to them, so rows equal to a candidate
+    are never drawn; draws may repeat a value, so this goes on (two passes a round,
+    made only then) until C are distinct or every row equals a candidate, when
+    :func:`_fill` repeats them.
+    """
+    D = engine.data.n_features
+    cands = _distinct(cands)
+    step = 99
+    while len(cands) < n_clusters:
+        index = NearestIndex(cands, dense=pruning_fails(cands, seed), seed=seed)
+        engine.map_reduce(NearestUpdateOp(index, 0, reset=True))
+        extra = engine.map_reduce(DrawOp(seed, step, n_clusters - len(cands), D, by_distance=True))["X"]
+        if len(extra) == 0:
+            break
+        cands = _distinct(np.concatenate([cands, extra]))
+        step += 1
+    return _fill(cands, n_clusters)
 
 
 def afkmc2(engine, n_clusters: int, *, seed: int, chain_length: int = 5, **_):
@@ -190,4 +221,5 @@ def afkmc2(engine, n_clusters: int, *, seed: int, chain_length: int = 5, **_):
     centres = afkmc2_chains(first, np.ascontiguousarray(draws["X"][order]), draws["w"][order],
                             draws["key"][order], n_clusters, chain_length, key)
     n_dist = engine.data.n_samples + n_draws * n_clusters // 2
-    return assign(engine, centres, seed, n_dist)
+    # a chain whose draws all coincide with earlier centres repeats one (few distinct rows, N close to C)
+    return assign(engine, _complete(engine, centres, n_clusters, seed), seed, n_dist)

@@ -17,6 +17,7 @@ from ..kernels.ballindex import ball_nearest, build_ball_index
 from ..kernels.dense import dense_nearest
 from ..kernels.rng import stream_key
 from ..kernels.seeding import bernoulli_sample, exponential_keys, potentials, uniforms_at, weighted_sum
+from ..kernels.validation import max_abs
 
 # Stream ids of the random streams drawn per chunk (keyed with seed, step, chunk).
 STREAM_DRAW, STREAM_BERNOULLI, STREAM_PROPOSAL, STREAM_SAMPLE = 11, 12, 13, 14
@@ -155,20 +156,23 @@ class DrawOp:
 @dataclass
 class FirstPassOp:
     """The first pass of every seeding, which also validates every chunk: the total weight
-    (row count when unweighted) of each chunk and a probe of rows drawn with ``draw``."""
+    (row count when unweighted) of each chunk, the largest |x| of the data (checked against
+    underflow on the driver) and a probe of rows drawn with ``draw``."""
 
     n_chunks: int
     draw: DrawOp
 
     def new_acc(self):
-        return {"W": np.zeros(self.n_chunks), "probe": self.draw.new_acc()}
+        return {"W": np.zeros(self.n_chunks), "max_abs": np.zeros(1), "probe": self.draw.new_acc()}
 
     def run(self, chunk: Chunk, acc) -> None:
         acc["W"][chunk.index] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
+        acc["max_abs"][0] = max(acc["max_abs"][0], max_abs(chunk.X))
         self.draw.run(chunk, acc["probe"])
 
     def merge(self, a, b):
         a["W"] += b["W"]
+        a["max_abs"] = np.maximum(a["max_abs"], b["max_abs"])
         a["probe"] = self.draw.merge(a["probe"], b["probe"])
         return a
 
