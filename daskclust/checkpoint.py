@@ -94,11 +94,13 @@ class Checkpointer:
         """Check the directory may be written (before any work) and create it, marked as ours.
 
         An existing checkpoint directory is continued when the fit resumes from
-        it (or from a checkpoint inside it) and replaced with ``overwrite``.
+        it (or from a checkpoint inside it) and replaced with ``overwrite``, or
+        when it holds no checkpoint (a fit that failed before its first one).
         """
-        continuing = resuming is not None and resuming.overlaps(self.location) and \
-            store_kind(self.location) == "checkpoints"
-        check_target(self.location, "checkpoints", overwrite=overwrite or continuing, inputs=inputs,
+        ours = store_kind(self.location) == "checkpoints"
+        continuing = ours and resuming is not None and resuming.overlaps(self.location)
+        empty = ours and not self.location.is_url and not list_checkpoints(self.path)
+        check_target(self.location, "checkpoints", overwrite=overwrite or continuing or empty, inputs=inputs,
                      option="overwrite=True (--overwrite), or resume from it")
         if self.location.exists() and not continuing:
             remove_store(self.location)

@@ -151,6 +151,11 @@ def test_checkpoint_directory_rules(workdir, client, tmp_path):
     est.fit(X, client=client, checkpoint=run, resume=run, checkpoint_every=2)  # continuing is fine
     est.set_params(random_state=7).fit(X, client=client, checkpoint=run, checkpoint_every=2, overwrite=True)
     assert checkpoint.load(run).meta["seed"] == 7  # the earlier fit's checkpoints are gone
+    bad = X.copy()
+    bad[5, 0] = np.nan
+    with pytest.raises(InvalidDataError, match="row 5"):
+        est.fit(bad, client=client, checkpoint=tmp_path / "failed")
+    est.fit(X, client=client, checkpoint=tmp_path / "failed", checkpoint_every=2)  # it held no checkpoint
 
 
 def test_state_store_never_replaces_user_files(workdir, client, tmp_path):

@@ -56,15 +56,15 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
     path; it must not overlap ``X`` or ``inputs`` and replaces an existing
     store of the same kind only with ``overwrite``.
     """
-    location = None
+    location = source = None
     if output is not None:
-        location = Location.parse(output, storage_options)
-        check_target(location, kind, overwrite=overwrite, inputs=[source_location(X), *inputs])
+        location, source = Location.parse(output, storage_options), source_location(X)
+        check_target(location, kind, overwrite=overwrite, inputs=[source, *inputs])
     data = as_chunked_data(X, storage_options=storage_options)
     if data.n_features != n_features:
         raise InvalidDataError(f"X has {data.n_features} features, the model was fitted on {n_features}")
     if location is not None:
-        return write_rows(data, block_fn, width, dtype, location, kind, source=source_location(X))
+        return write_rows(data, block_fn, width, dtype, location, kind, source=source)
     if not data.lazy:
         return _apply_numpy(data, block_fn, width, dtype)
     return _apply_lazy(data, block_fn, width, dtype)
