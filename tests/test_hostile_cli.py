@@ -137,6 +137,12 @@ def test_hostile_outputs_leave_every_file_intact(driver, cluster, command):
     assert snapshot(driver) == before
 
 
+def _default_sigint():
+    """In the child: Ctrl-C's default action, which Python turns into KeyboardInterrupt (a shell
+    starts background jobs, such as a CI script's, with SIGINT ignored, and children inherit it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_interrupted_predict_leaves_no_temporary_store(tmp_path, cluster):
     """SIGINT while the workers write labels: the temporary store is removed once no task writes."""
     address, _ = cluster
@@ -150,7 +156,8 @@ def test_interrupted_predict_leaves_no_temporary_store(tmp_path, cluster):
     model.save(tmp_path / "m.zarr")
     before = snapshot(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "daskclust", "predict", "m.zarr", "big.zarr", "--output",
-                             "l.zarr", "--scheduler", address], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+                             "l.zarr", "--scheduler", address], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     try:
         _wait_for(lambda: any((p / "c").exists() for p in tmp_path.glob("l.zarr.tmp-*")), 120,
                   "no label chunk was written")
