@@ -7,8 +7,6 @@ iteration flat within 1.5x from C = 256 to 16384.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import KMeans
 from .data import birch_array
 from .measure import daskclust_fit, warm_up
