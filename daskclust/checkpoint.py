@@ -34,8 +34,9 @@ import numpy as np
 import zarr
 
 from . import __version__
-from .errors import CheckpointError, StoreError
-from .io import ARRAY_CONFIG, Location, check_target, discard, mark, remove_store, store_kind, swap_in
+from .errors import CheckpointError
+from .io import (ARRAY_CONFIG, Location, check_target, discard, mark, missing_chunks, remove_store, store_kind,
+                 swap_in)
 
 FORMAT = 1
 KEEP = 2
@@ -187,10 +188,7 @@ def load(path: str | os.PathLike) -> Checkpoint:
         damaged (unreadable attributes, missing arrays, chunks or chunk states)
         or of a newer format.
     """
-    try:
-        url = latest(path)
-    except StoreError as exc:
-        raise CheckpointError(str(exc)) from exc
+    url = latest(path)
     try:
         group = zarr.open_group(url, mode="r")
         attrs = dict(group.attrs)
@@ -239,9 +237,9 @@ def _verify(group: zarr.Group, url: str, n_chunks: int) -> None:
             except FileNotFoundError as exc:
                 raise ValueError(f"array {name!r} of the state of chunk {index} is missing") from exc
     for name, array in arrays:
-        if int(array.nchunks_initialized) != int(array.nchunks):
-            raise ValueError(f"array {name!r} has {int(array.nchunks) - int(array.nchunks_initialized)} "
-                             "missing chunk(s)")
+        missing = missing_chunks(array)
+        if missing:
+            raise ValueError(f"array {name!r} has {missing} missing chunk(s)")
 
 
 def check_resumable(checkpoint: Checkpoint, kind: str, params: dict, fingerprint: dict) -> None:

@@ -43,7 +43,7 @@ from zarr.errors import ContainsArrayError
 
 from . import __version__
 from .data.chunking import default_chunk_rows
-from .errors import InvalidDataError, InvalidParameterError, StoreError
+from .errors import InvalidDataError, InvalidParameterError
 from .io import ARRAY_CONFIG, Location, writing
 
 #: Distance between neighbouring BIRCH grid centres.
@@ -370,10 +370,7 @@ def _write_dataset(
     with ``overwrite``; a local store is written beside the target and swapped
     in when complete, and nothing is left behind if anything fails).
     """
-    try:
-        location = Location.parse(path, storage_options)
-    except StoreError as exc:
-        raise InvalidParameterError(str(exc)) from exc
+    location = Location.parse(path, storage_options)
     with writing(location, "dataset", overwrite=overwrite) as target:
         group = zarr.open_group(target.url, mode="w", **target.zarr_kwargs)
         x_array, label_array = _create_arrays(group, centres, n_samples, chunk_rows, dtype, compression)

@@ -39,7 +39,7 @@ from typing import Any
 import zarr
 from fsspec.core import url_to_fs
 
-from .errors import OutputRefusedError, StoreError
+from .errors import InvalidParameterError, OutputRefusedError
 
 KINDS = ("model", "labels", "distances", "scores", "checkpoints", "dataset", "state")
 """Kinds of store daskclust writes (the value of the ``daskclust_store`` attribute)."""
@@ -71,7 +71,7 @@ class Location:
         if "://" in path:
             return cls(path.rstrip("/"), dict(storage_options or {}))
         if storage_options:
-            raise StoreError(f"storage_options only apply to fsspec URLs, not to {path!r}")
+            raise InvalidParameterError(f"storage_options only apply to fsspec URLs, not to {path!r}")
         return cls(os.path.abspath(os.path.expanduser(path)), None)
 
     def __str__(self) -> str:
@@ -154,6 +154,12 @@ def store_kind(location: Location) -> str | None:
     if kind is None and isinstance(attrs.get("daskclust_format"), int):
         return "model"  # models saved before the kind mark existed
     return kind if kind in KINDS else None
+
+
+def missing_chunks(array: zarr.Array) -> int:
+    """How many chunks of ``array`` are absent from its store (zarr would read them as its fill
+    value). One listing of the store: every reader of data, models and checkpoints asks this."""
+    return int(array.nchunks) - int(array.nchunks_initialized)
 
 
 def is_complete(location: Location) -> bool:

@@ -51,8 +51,8 @@ import xarray as xr
 import zarr
 
 from . import __version__
-from .errors import InvalidParameterError, ModelStoreError, StoreError
-from .io import COMPLETE_ATTR, Location, check_target, writing
+from .errors import InvalidParameterError, ModelStoreError
+from .io import COMPLETE_ATTR, Location, check_target, missing_chunks, writing
 
 FORMAT = 1
 """Version of the dataset layout written by this module."""
@@ -127,7 +127,7 @@ def save_model(
         If ``model`` cannot be stored (see :func:`model_to_dataset`).
     """
     ds = model_to_dataset(model)
-    location = model_location(path, storage_options)
+    location = Location.parse(path, storage_options)
     with writing(location, "model", overwrite=overwrite, inputs=inputs) as target:
         ds.to_zarr(target.url, mode="w", zarr_format=3, consolidated=False, write_empty_chunks=True,
                   **target.zarr_kwargs)
@@ -136,17 +136,9 @@ def save_model(
 def check_model_target(path, *, overwrite: bool = False, storage_options: dict | None = None,
                        inputs: Iterable[Location | None] = (), option: str = "overwrite=True") -> Location:
     """Check before a fit that its model can be saved at ``path`` (see :func:`save_model`)."""
-    location = model_location(path, storage_options)
+    location = Location.parse(path, storage_options)
     check_target(location, "model", overwrite=overwrite, inputs=inputs, option=option)
     return location
-
-
-def model_location(path, storage_options: dict | None = None) -> Location:
-    """``path`` as a :class:`~daskclust.io.Location`, with storage-option misuse as a parameter error."""
-    try:
-        return Location.parse(path, storage_options)
-    except StoreError as exc:
-        raise InvalidParameterError(str(exc)) from exc
 
 
 def load_model(path: str | os.PathLike, *, storage_options: dict | None = None) -> StoredModel:
@@ -173,7 +165,7 @@ def load_model(path: str | os.PathLike, *, storage_options: dict | None = None) 
     InvalidParameterError
         If ``storage_options`` are given with a local path.
     """
-    location = model_location(path, storage_options)
+    location = Location.parse(path, storage_options)
     where = repr(location.url)
     if not location.exists():
         raise ModelStoreError(f"no model at {where}: the path does not exist")
@@ -186,7 +178,7 @@ def load_model(path: str | os.PathLike, *, storage_options: dict | None = None) 
     if attrs.get(COMPLETE_ATTR) is not True:
         raise ModelStoreError(f"the model at {where} is incomplete: a save was interrupted")
     try:
-        missing = {name: _missing_chunks(array) for name, array in group.arrays()}
+        missing = {name: missing_chunks(array) for name, array in group.arrays()}
         options = {"zarr_format": 3, "consolidated": False, "chunks": None, "decode_cf": False}
         with xr.open_zarr(location.url, **options, **location.zarr_kwargs) as ds:
             loaded = ds.load()
@@ -198,11 +190,6 @@ def load_model(path: str | os.PathLike, *, storage_options: dict | None = None) 
         raise
     except Exception as exc:  # noqa: BLE001 - damaged metadata or chunks: one clear error, not a traceback
         raise ModelStoreError(f"{where} is a damaged daskclust model ({type(exc).__name__}: {exc})") from exc
-
-
-def _missing_chunks(array: zarr.Array) -> int:
-    """How many chunks of ``array`` are absent from its store (zarr reads them as the fill value)."""
-    return int(array.nchunks) - int(array.nchunks_initialized)
 
 
 def model_to_dataset(model: StoredModel) -> xr.Dataset:

@@ -19,7 +19,7 @@ import numpy as np
 import zarr
 
 from ..errors import InvalidDataError
-from ..io import Location
+from ..io import Location, missing_chunks
 
 SourceKind = Literal["numpy", "zarr", "dask"]
 
@@ -129,7 +129,7 @@ def with_absolute_root(array: zarr.Array) -> zarr.Array:
 def check_chunks_present(array: zarr.Array) -> None:
     """Refuse an array some of whose chunks are missing from the store: zarr would read them as
     its fill value, and a fit would run on made-up rows. One listing of the store."""
-    missing = int(array.nchunks) - int(array.nchunks_initialized)
+    missing = missing_chunks(array)
     if missing:
         rows = int(array.chunks[0])
         first = next(i for i in range(array.cdata_shape[0]) if not _chunk_row_present(array, i))

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..data import BlockSource
-from ..io import ARRAY_CONFIG
 from ..errors import InvalidDataError
+from ..io import ARRAY_CONFIG
 from ..kernels.validation import first_invalid_weight, first_nonfinite_row, max_abs, scale_bounds
 from .cluster import WorkerWatch
 from .ops import Chunk, ChunkOp
