@@ -120,15 +120,20 @@ def source_location(X: Any) -> Location | None:
     if isinstance(X, (str, os.PathLike)):
         return Location.parse(X)
     if isinstance(X, zarr.Array):
-        store = X.store
-        if getattr(store, "root", None) is not None:  # LocalStore
-            base = Location.parse(os.fspath(store.root))
-        elif getattr(store, "fs", None) is not None:  # FsspecStore
-            protocol = store.fs.protocol if isinstance(store.fs.protocol, str) else store.fs.protocol[0]
-            base = Location(f"{protocol}://{store.path.rstrip('/')}", dict(store.fs.storage_options))
-        else:
-            return None
-        return base.child(X.path) if X.path else base
+        base = store_root(X)
+        if base is not None:
+            return base.child(X.path) if X.path else base
+    return None
+
+
+def store_root(array: zarr.Array) -> Location | None:
+    """The location of the store holding ``array`` (a local or fsspec store), or None (in memory)."""
+    store = array.store
+    if getattr(store, "root", None) is not None:  # LocalStore
+        return Location.parse(os.fspath(store.root))
+    if getattr(store, "fs", None) is not None:  # FsspecStore
+        protocol = store.fs.protocol if isinstance(store.fs.protocol, str) else store.fs.protocol[0]
+        return Location(f"{protocol}://{store.path.rstrip('/')}", dict(store.fs.storage_options))
     return None
 
 

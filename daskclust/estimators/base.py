@@ -26,7 +26,7 @@ from ..em.loop import EMSettings, run_em
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..errors import CheckpointError, ClusterError, InvalidDataError, ModelStoreError, NotFittedError, WorkerLost
-from ..io import Location, check_target, check_workers_see, mark, remove_store, source_location
+from ..io import Location, check_target, check_workers_see, mark, remove_store, source_location, store_root
 from ..kernels.estep import nearest_centre
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
@@ -87,9 +87,9 @@ def describe_source(X) -> dict | None:
     if isinstance(X, (str, os.PathLike)):
         return {"url": Location.parse(X).url, "array": None}
     if isinstance(X, zarr.Array):
-        root = getattr(X.store, "root", None)
+        root = store_root(X)
         if root is not None:
-            return {"url": Location.parse(os.fspath(root)).url, "array": X.path or None}
+            return {"url": root.url, "array": X.path or None}
     return None
 
 COMMON_CONSTRAINTS = {
