@@ -8,7 +8,7 @@ import pytest
 from daskclust.kernels.estep import (
     CHANGED,
     LSE,
-    NDIST,
+    NDIST_POINTS,
     N_SCALARS,
     QE,
     W,
@@ -50,7 +50,7 @@ def test_estep_matches_dense_reference(n_keep, dtype, weighted):
     np.testing.assert_allclose(S1, ref["S1"], rtol=rtol, atol=1e-9)
     np.testing.assert_allclose(SD2, ref["SD2"], rtol=rtol)
     np.testing.assert_allclose([scal[W], scal[LSE], scal[QE]], [ref["W"], ref["LSE"], ref["QE"]], rtol=rtol)
-    assert scal[NDIST] == 300 * 7
+    assert scal[NDIST_POINTS] == 300 * 7
     if n_keep < 7:  # the exact EM branch only guarantees the best cluster first
         np.testing.assert_array_equal(K, ref["K"])
     np.testing.assert_array_equal(K[:, 0], ref["labels"])

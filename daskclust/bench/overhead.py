@@ -1,13 +1,20 @@
-"""Engine overhead: time per pass when the kernels do (almost) nothing.
+"""Engine overhead: time per pass when the kernels do (almost) nothing, and the driver's
+inbound bytes per pass as the number of workers grows.
 
 On tiny data the time of an iteration is Dask's: sending the operation to
 each worker's shard, running it, merging the accumulators worker-to-worker,
 fetching the root. Target (issue 2): under 20 ms per iteration with 64 chunks
 on 2 workers. The full KMeans iteration on N = 10,000 is shown beside it.
+
+Then the partial E-steps whose pair statistics are reduced in the worker tree
+(issue 9): at C = 4096, with 2, 8 and 32 worker processes of one thread, the
+bytes of the root's accumulator (what the driver receives; pickled size) and
+the time per pass. Target: bytes flat in the number of workers.
 """
 
 from __future__ import annotations
 
+import pickle
 import time
 from dataclasses import dataclass
 
@@ -15,13 +22,17 @@ import numpy as np
 
 from ..data import as_chunked_data
 from ..em.estep_op import EStepOp
-from ..engine.cluster import scheduler_workers
+from ..engine.cluster import scheduler_workers, start_local_cluster
 from ..engine.engine import Engine
 from ..search import SearchConfig, make_search
+from .data import birch_array
 from .runner import Table
 
 COMMAND = "daskclust bench --suite overhead"
 CLUSTER = {"n_workers": 2, "threads_per_worker": 1}
+REDUCTION_WORKERS = (2, 8, 32)
+REDUCTION_CLUSTERS = 4096
+REDUCTION_CHUNKS = 64
 
 
 @dataclass
@@ -52,14 +63,44 @@ def time_passes(engine: Engine, make_op, repeats: int) -> float:
     return float(np.median(times))
 
 
+def pair_reduction_rows(n_workers: int, repeats: int = 20) -> list[list]:
+    """Time and driver bytes per pass of the estimated (KMeans) and sampled (GMM, C' = 3) E-steps
+    on a fresh LocalCluster of ``n_workers`` processes with one thread each."""
+    from distributed import Client
+
+    C = REDUCTION_CLUSTERS
+    X, _ = birch_array(C, points=10)
+    rng = np.random.default_rng(0)
+    centres = X[rng.choice(len(X), C, replace=False)].astype(np.float64)
+    data = as_chunked_data(X, chunk_rows=-(-len(X) // REDUCTION_CHUNKS))
+    rows = []
+    with (start_local_cluster(n_workers=n_workers, threads_per_worker=1) as cluster, Client(cluster) as client,
+          Engine(data, client) as engine):
+        for name, keep in (("estimated", 1), ("sampled", 3)):
+            search = make_search(name, SearchConfig(C, keep))
+            search.start(centres, 1.0)
+            times, nbytes = [], []
+            for it in range(2 + repeats):  # two warm-up passes; the search digests each, as in a fit
+                t0 = time.perf_counter()
+                acc = engine.map_reduce(EStepOp(centres, 1.0, keep, True, search.payload(), 0, it))
+                times.append(time.perf_counter() - t0)
+                nbytes.append(len(pickle.dumps(acc, protocol=5)))
+                search.update(acc, centres, 1.0)
+            seconds = float(np.median(times[2:]))
+            label = f"{name} E-step, C = {C}, C' = {keep}"
+            rows.append([label, f"{n_workers} x 1", data.n_chunks, 1e3 * seconds, int(np.median(nbytes[2:])), "-"])
+    return rows
+
+
 def run(client) -> Table:
     rng = np.random.default_rng(0)
     X = rng.standard_normal((10_000, 2))
     centres = X[:16].copy()
     n_workers = len(scheduler_workers(client))
     table = Table(
-        f"Engine overhead per iteration (N = 10,000, D = 2, {n_workers} workers x 1 thread, LocalCluster)",
-        ["chunks", "empty pass (ms)", "KMeans E-step, C=16 (ms)", "target (ms)"],
+        "Engine overhead per pass, and the driver's inbound bytes as workers are added (LocalCluster)",
+        ["pass", "workers x threads", "chunks", "ms per pass (median)", "driver receives (bytes / pass)",
+         "target (ms)"],
     )
     for n_chunks in (16, 64):
         data = as_chunked_data(X, chunk_rows=-(-10_000 // n_chunks))
@@ -67,9 +108,18 @@ def run(client) -> Table:
         search.start(centres, 1.0)
         with Engine(data, client) as engine:
             empty = time_passes(engine, NoOp, 200)
-            estep = time_passes(engine, lambda: EStepOp(centres, 1.0, 1, True, search.payload()), 200)
-        table.rows.append([data.n_chunks, 1e3 * empty, 1e3 * estep, 20])
-    table.notes.append("median of 200 passes; one Dask actor per worker, tree merge worker-to-worker")
+            estep = time_passes(engine, lambda s=search: EStepOp(centres, 1.0, 1, True, s.payload()), 200)
+        table.rows.append(["empty (N = 10,000, D = 2)", f"{n_workers} x 1", data.n_chunks, 1e3 * empty, "-", 20])
+        table.rows.append(["KMeans E-step, C = 16", f"{n_workers} x 1", data.n_chunks, 1e3 * estep, "-", 20])
+    for workers in REDUCTION_WORKERS:
+        table.rows.extend(pair_reduction_rows(workers))
+    table.notes.append("median of 200 passes (20 for the C = 4096 rows); one Dask actor per worker, tree merge "
+                       "worker-to-worker")
+    table.notes.append(f"C = {REDUCTION_CLUSTERS} rows: BIRCH grid, 10 points per cluster (N = "
+                       f"{10 * REDUCTION_CLUSTERS:,}), {REDUCTION_CHUNKS} chunks, centres = random rows; each "
+                       "worker count on its own LocalCluster of 1-thread processes; bytes = pickled size of the "
+                       "root's accumulator (statistics, neighbourhood sums and the pruned pair statistics, "
+                       "reduced worker to worker); every pass is followed by the search's update, as in a fit")
     from .. import KMeans
 
     KMeans(100, random_state=0).fit(X, client=client)

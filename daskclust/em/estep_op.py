@@ -11,6 +11,7 @@ from ..kernels.estep import N_SCALARS, estep_full
 from ..kernels.rng import stream_key
 from ..kernels.search import NEIGHBOURHOOD, SAMPLED, estep_truncated
 from ..search import SearchPayload
+from ..search.pairs import PairStats
 from .mstep import variance_floor
 
 STREAM_ESTEP = 41
@@ -66,7 +67,8 @@ class EStepOp:
     def new_acc(self) -> dict:
         acc = new_stats(*self.centres.shape)
         if self.search.collect:
-            acc["pairs"] = []
+            C = self.centres.shape[0]
+            acc["pairs"] = PairStats.empty(C, self.search.pairs_per_row, self.search.mode == "sampled")
             if self.search.mode == "neighbourhood":
                 acc["tsum"] = np.zeros(self.search.neighbours.shape)
                 acc["tcnt"] = np.zeros(self.search.neighbours.shape)
@@ -92,11 +94,13 @@ class EStepOp:
             thresholds = s.thresholds if s.thresholds is not None else np.zeros(0)
             tsum, tcnt = (acc["tsum"], acc["tcnt"]) if "tsum" in acc else (_NO_TABLE, _NO_TABLE)
             source_row = chunk.perm if chunk.perm is not None else _IDENTITY
-            pairs = estep_truncated(chunk.X, chunk.w, self.centres, self.kernel_sigma2, K,
+            keys, sums, weights, rank = estep_truncated(chunk.X, chunk.w, self.centres, self.kernel_sigma2, K,
                                     SAMPLED if sampled else NEIGHBOURHOOD, neighbours, thresholds, *rows, s.n_draws,
                                     s.n_explore, key, s.collect, *stats, tsum, tcnt, source_row)
             if s.collect:
-                acc["pairs"].append(pairs)
+                pairs = acc["pairs"]
+                acc["pairs"] = pairs.merge(PairStats(keys, sums, weights, rank, pairs.n_clusters, pairs.per_row,
+                                                     pairs.symmetric))
         if self.keep_state:
             chunk.state["K"] = K
 
@@ -104,7 +108,7 @@ class EStepOp:
     def merge(a: dict, b: dict) -> dict:
         for name, value in b.items():
             if name == "pairs":
-                a[name] = a[name] + value
+                a[name] = a[name].merge(value)
             else:
                 a[name] += value
         return a

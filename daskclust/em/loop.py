@@ -19,7 +19,7 @@ import numpy as np
 
 from ..checkpoint import LoopState
 from ..errors import ConvergenceWarning
-from ..kernels.estep import CHANGED, NDIST, QE, W
+from ..kernels.estep import CHANGED, NDIST_CENTRES, NDIST_POINTS, QE, W
 from ..search import Search
 from .estep_op import EStepOp
 from .mstep import gmm_free_energy, kmeans_free_energy, m_step, variance_floor
@@ -30,14 +30,19 @@ HISTORY_FIELDS = (
     "quantization_error",
     "sigma2",
     "n_distances",
+    "n_distances_points",
+    "n_distances_centres",
     "distance_speedup",
     "n_changed",
     "seconds",
 )
 """Columns of ``history_``: free energy per point (seed 004 Eq. 7, or Eq. 15 for
 k-means), quantization error sum_n w_n min_c ||y_n - mu_c||^2 over the clusters
-evaluated, variance, distances evaluated, N C / distances, rows whose best
-cluster changed (-1 when not tracked), wall-clock seconds of the iteration."""
+evaluated, variance, distances evaluated (all of them, then point-to-centre and
+centre-to-centre: in the E-step kernels, the neighbourhoods computed on the
+driver -- for iteration 0 also those of the seeds -- and the M-step's shift of
+each centre), N C / all distances, rows whose best cluster changed (-1 when not
+tracked), wall-clock seconds of the iteration."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     if start.iteration == 0:
         search.start(centres, sigma2)
     done = False
+    driver_distances = search.n_distances  # the seeds' exact neighbours belong to the first iteration
     for t in range(start.iteration, first_m + settings.max_iter + 1):
         t0 = time.perf_counter()
         op = EStepOp(centres, sigma2, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
@@ -110,6 +116,8 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
             engine.reorder("K")  # rows of a cluster together: the kernels then walk memory in order
         apply_m = t >= first_m
         new_centres, new_sigma2 = m_step(acc, centres, settings.reg) if apply_m else (centres, sigma2)
+        if apply_m:
+            driver_distances += C  # the M-step's ||mu_new - mu_old||^2 per cluster
         scal = acc["scal"]
         if settings.kmeans and apply_m:
             free_energy = kmeans_free_energy(C, D, variance_floor(new_sigma2, new_centres))
@@ -117,20 +125,27 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         else:
             free_energy, row_sigma2 = gmm_free_energy(acc, C, D, op.kernel_sigma2), op.kernel_sigma2
         n_changed = int(scal[CHANGED]) if settings.keep_state else -1
+        fixed_point = settings.kmeans and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
+        done = t > first_m and (converged(prev_f, free_energy, settings.tol) or fixed_point)
+        last = done or t == first_m + settings.max_iter
+        if not last:
+            before = search.n_distances
+            search.update(acc, new_centres, new_sigma2)
+            driver_distances += search.n_distances - before
+        n_points = int(scal[NDIST_POINTS])
+        n_centres = int(scal[NDIST_CENTRES]) + driver_distances
         row = {
             "iteration": t,
             "free_energy": free_energy,
             "quantization_error": float(scal[QE]),
             "sigma2": float(row_sigma2),
-            "n_distances": int(scal[NDIST]),
-            "distance_speedup": float(n_samples * C / max(scal[NDIST], 1.0)),
+            "n_distances": n_points + n_centres,
+            "n_distances_points": n_points,
+            "n_distances_centres": n_centres,
+            "distance_speedup": float(n_samples * C / max(n_points + n_centres, 1)),
             "n_changed": n_changed,
         }
-        fixed_point = settings.kmeans and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
-        done = t > first_m and (converged(prev_f, free_energy, settings.tol) or fixed_point)
-        last = done or t == first_m + settings.max_iter
-        if not last:
-            search.update(acc, new_centres, new_sigma2)
+        driver_distances = 0
         row["seconds"] = time.perf_counter() - t0  # E-step pass, M-step and neighbourhood update
         history.append(row)
         if report is not None:

@@ -15,8 +15,9 @@ with a stable log-sum-exp, and adds to the statistics (all float64, IN/OUT):
     scal[W]      += w_n
     scal[LSE]    += w_n log sum_{c in K(n)} exp(-d_c(n)^2 / 2 sigma^2)
     scal[QE]     += w_n min_c d_c(n)^2     (over the clusters evaluated)
-    scal[NDIST]  += number of distances evaluated
-    scal[CHANGED]+= 1 if the best cluster of n changed
+    scal[NDIST_POINTS]  += point-to-centre distances evaluated
+    scal[CHANGED]       += 1 if the best cluster of n changed
+    scal[NDIST_CENTRES] += centre-to-centre distances evaluated (the partial E-steps' pair statistics)
 
 From these the driver computes the M-step (seed 000 Eq. 4) and the free energy
 (seed 004 Eq. 7) without any pass over the data.
@@ -28,8 +29,8 @@ import numpy as np
 from numba import njit
 
 # Layout of the scalar accumulator.
-W, LSE, QE, NDIST, CHANGED = 0, 1, 2, 3, 4
-N_SCALARS = 5
+W, LSE, QE, NDIST_POINTS, CHANGED, NDIST_CENTRES = 0, 1, 2, 3, 4, 5
+N_SCALARS = 6
 
 
 @njit(inline="always")
@@ -148,7 +149,7 @@ def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
             scal[LSE] += wi * lse
         scal[W] += wi
         scal[QE] += wi * sel_d[0]
-        scal[NDIST] += C
+        scal[NDIST_POINTS] += C
         if track:
             if K[i, 0] != sel_c[0]:
                 scal[CHANGED] += 1.0

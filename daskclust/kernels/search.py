@@ -13,28 +13,50 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .estep import CHANGED, LSE, NDIST, QE, W, insert_sorted, sqdist
+from .estep import (
+    CHANGED,
+    LSE,
+    NDIST_CENTRES,
+    NDIST_POINTS,
+    QE,
+    W,
+    insert_sorted,
+    sqdist,
+)
 from .rng import randint, uniform
+
+PAIR_BLOCK = 1024
+"""Rows per block of :func:`estep_truncated`: its pair buffer holds one block's pairs, so the
+kernel's scratch memory is bounded (~0.8 MB at 32 pairs a row) whatever the chunk size."""
+
+_HASH = 0x5851F42D4C957F2D
 
 
 @njit(nogil=True, cache=True)
-def aggregate_pairs(keys, vals, wts, n):
-    """Sum ``vals`` and ``wts`` per distinct key over the first n entries (open addressing).
+def fold_pairs(table_key, table_val, table_wt, used, keys, vals, wts, n):
+    """Add the first n (key, val, wt) entries to an open-addressing table keyed by pair.
 
-    Returns (unique keys ascending, summed vals, summed wts). O(n) plus a sort
-    of the distinct keys only.
+    The table (keys -1 = free) doubles whenever it would become more than half
+    full. Returns (table_key, table_val, table_wt, used), the arrays possibly new.
     """
-    cap = 16
-    while cap < 2 * n:
-        cap *= 2
-    table_key = np.full(cap, -1, dtype=np.int64)
-    table_val = np.zeros(cap)
-    table_wt = np.zeros(cap)
-    mask = cap - 1
-    used = 0
     for t in range(n):
+        if 2 * (used + 1) > table_key.shape[0]:
+            cap = 2 * table_key.shape[0]
+            new_key = np.full(cap, -1, dtype=np.int64)
+            new_val = np.zeros(cap)
+            new_wt = np.zeros(cap)
+            for h0 in range(table_key.shape[0]):
+                if table_key[h0] != -1:
+                    h = (table_key[h0] * _HASH) & (cap - 1)
+                    while new_key[h] != -1:
+                        h = (h + 1) & (cap - 1)
+                    new_key[h] = table_key[h0]
+                    new_val[h] = table_val[h0]
+                    new_wt[h] = table_wt[h0]
+            table_key, table_val, table_wt = new_key, new_val, new_wt
+        mask = table_key.shape[0] - 1
         key = keys[t]
-        h = (key * 0x5851F42D4C957F2D) & mask
+        h = (key * _HASH) & mask
         while table_key[h] != -1 and table_key[h] != key:
             h = (h + 1) & mask
         if table_key[h] == -1:
@@ -42,23 +64,109 @@ def aggregate_pairs(keys, vals, wts, n):
             used += 1
         table_val[h] += vals[t]
         table_wt[h] += wts[t]
+    return table_key, table_val, table_wt, used
+
+
+@njit(nogil=True, cache=True)
+def pair_table_entries(table_key, table_val, table_wt, used, centres):
+    """The table's pairs i * C + j with keys ascending: (keys, sums, weights, rank, n_centre_distances).
+
+    rank = ||mu_i - mu_j||^2, one centre-to-centre distance per distinct pair:
+    the order in which :class:`daskclust.search.pairs.PairStats` prunes them.
+    """
+    C = centres.shape[0]
     out_key = np.empty(used, dtype=np.int64)
-    out_val = np.empty(used)
-    out_wt = np.empty(used)
     j = 0
-    for h in range(cap):
+    for h in range(table_key.shape[0]):
         if table_key[h] != -1:
             out_key[j] = table_key[h]
             j += 1
     out_key.sort()
+    out_val = np.empty(used)
+    out_wt = np.empty(used)
+    rank = np.empty(used)
+    mask = table_key.shape[0] - 1
     for t in range(used):
         key = out_key[t]
-        h = (key * 0x5851F42D4C957F2D) & mask
+        h = (key * _HASH) & mask
         while table_key[h] != key:
             h = (h + 1) & mask
         out_val[t] = table_val[h]
         out_wt[t] = table_wt[h]
-    return out_key, out_val, out_wt
+        rank[t] = sqdist(centres[key // C], centres[key % C])
+    return out_key, out_val, out_wt, rank, used
+
+
+@njit(nogil=True, cache=True)
+def merge_pairs(ka, sa, wa, ra, kb, sb, wb, rb):
+    """Union of two pair lists with ascending unique keys: sums and weights added per key,
+    the rank taken from either (it is a function of the key). Linear in their lengths."""
+    n = ka.shape[0] + kb.shape[0]
+    keys = np.empty(n, dtype=np.int64)
+    sums = np.empty(n)
+    wts = np.empty(n)
+    rank = np.empty(n)
+    i = j = m = 0
+    while i < ka.shape[0] or j < kb.shape[0]:
+        if j == kb.shape[0] or (i < ka.shape[0] and ka[i] < kb[j]):
+            keys[m], sums[m], wts[m], rank[m] = ka[i], sa[i], wa[i], ra[i]
+            i += 1
+        elif i == ka.shape[0] or kb[j] < ka[i]:
+            keys[m], sums[m], wts[m], rank[m] = kb[j], sb[j], wb[j], rb[j]
+            j += 1
+        else:
+            keys[m], sums[m], wts[m], rank[m] = ka[i], sa[i] + sb[j], wa[i] + wb[j], ra[i]
+            i += 1
+            j += 1
+        m += 1
+    return keys[:m], sums[:m], wts[:m], rank[:m]
+
+
+@njit(nogil=True, cache=True)
+def top_pairs_mask(keys, rank, n_clusters, per_row, symmetric):
+    """Which pairs i * C + j (keys ascending) are among the ``per_row`` of smallest rank of row i
+    (or, when ``symmetric``, of row i or row j); ties go to the smaller partner index.
+
+    Each row lists its pairs in ascending partner order (for symmetric keys first
+    the pairs (i, r) with i < r, then (r, j)); a stable sort by rank then breaks
+    ties by partner. Only rows holding more than ``per_row`` pairs are sorted.
+    """
+    C, M, n = n_clusters, per_row, keys.shape[0]
+    start = np.zeros(C + 1, dtype=np.int64)
+    for t in range(n):
+        start[keys[t] // C + 1] += 1
+        if symmetric:
+            start[keys[t] % C + 1] += 1
+    full = True
+    for r in range(C):
+        if start[r + 1] > M:
+            full = False
+        start[r + 1] += start[r]
+    keep = np.ones(n, dtype=np.bool_)
+    if full:
+        return keep
+    members = np.empty(start[C], dtype=np.int64)
+    fill = start[:C].copy()
+    if symmetric:
+        for t in range(n):
+            r = keys[t] % C
+            members[fill[r]] = t
+            fill[r] += 1
+    for t in range(n):
+        r = keys[t] // C
+        members[fill[r]] = t
+        fill[r] += 1
+    keep[:] = False
+    for r in range(C):
+        row = members[start[r]:start[r + 1]]
+        if row.shape[0] <= M:
+            for t in row:
+                keep[t] = True
+        else:
+            order = np.argsort(rank[row], kind="mergesort")
+            for s in range(M):
+                keep[row[order[s]]] = True
+    return keep
 
 
 @njit(inline="always")
@@ -101,6 +209,8 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
 
     K : (n, C') int32, IN/OUT, best first, -1 = unknown. Statistics S0, S1,
     SD2, scal (IN/OUT) as in :mod:`daskclust.kernels.estep`; ``sigma2`` > 0 (floored by the caller).
+    Every distance is counted: point-to-centre in scal[NDIST_POINTS],
+    centre-to-centre in scal[NDIST_CENTRES].
 
     With ``collect`` the kernel also gathers the pair statistics of its strategy:
 
@@ -111,17 +221,24 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
         closer than ``thresholds[c_o]`` (the largest estimate in G_{c_o}: the
         mean distance of points of c_o to a farther centre exceeds it, so such
         a pair could not enter G_{c_o}). Deciding per pair, not per point, keeps
-        the recorded means unbiased.
+        the recorded means unbiased. The triangle inequality
+        | ||y - mu_c~|| - ||y - mu_c_o|| | <= ||mu_c_o - mu_c~|| <= ||y - mu_c~|| + ||y - mu_c_o||
+        settles most pairs from the two point distances already computed; only
+        the others cost a centre-to-centre distance.
     SAMPLED, seed 003 Eq. 12: for every pair i < j among the P = max(C', 2)
         closest evaluated clusters, w exp(-(d_i^2 + d_j^2 - 2 d_min^2) / 2 sigma^2):
         squared distances scaled by 2 sigma^2 and shifted by the point's best,
         so the values cannot underflow.
 
-    Returns the returned pairs aggregated per key i * C + j: (keys ascending, sums, weights).
+    Returns the returned pairs aggregated per key i * C + j: (keys ascending,
+    sums, weights, rank = ||mu_i - mu_j||^2), see :func:`pair_table_entries`.
 
-    The body is written out in one function on purpose: numba's inlined helpers
-    taking many arrays made this loop 3-5 times slower, and so did growing the
-    pair buffers inside it (hence one buffer sized for the worst case). It is
+    Rows are processed in blocks of ``PAIR_BLOCK``; each block's pairs are
+    folded into a table of distinct pairs (:func:`fold_pairs`), so the scratch
+    memory is one block's buffer plus the distinct pairs, not the chunk's rows
+    times the pairs per row. The body is otherwise written out in one function
+    on purpose: numba's inlined helpers taking many arrays made this loop 3-5
+    times slower, and so did growing the pair buffers inside it. It is
     compiled with ``fastmath={"reassoc", "contract"}`` (no assumption about NaN
     or inf): sums may be reordered and vectorised, 20 % faster at D = 32; the
     results stay identical wherever the same machine code runs.
@@ -140,134 +257,153 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     sel_c = np.empty(P, dtype=np.int64)
     q = np.empty(P)
     draws_per_row = 4 * n_draws + n_explore
-    n_pr = 0
     per_row = max(cap, P * (P - 1) // 2) if collect else 0  # at most this many pairs per row
-    pr_key = np.empty(n * per_row, dtype=np.int64)
-    pr_val = np.empty(n * per_row)
-    pr_wt = np.empty(n * per_row)
+    block = min(n, PAIR_BLOCK)
+    pr_key = np.empty(block * per_row, dtype=np.int64)
+    pr_val = np.empty(block * per_row)
+    pr_wt = np.empty(block * per_row)
+    table_key = np.full(64, -1, dtype=np.int64)
+    table_val = np.zeros(64)
+    table_wt = np.zeros(64)
+    used = 0
     tw = tl = tq = 0.0
-    nd = ch = 0
-    for i in range(n):
-        wi = w[i] if w.shape[0] > 0 else 1.0
-        counter = (source_row[i] if source_row.shape[0] > 0 else i) * draws_per_row
-        # ---- candidates: K(n) always (Prop. 1), then the strategy's, then exploration
-        m = 0
-        for t in range(k):
-            c0 = K[i, t]
-            if c0 < 0:
-                continue
-            if mark[c0] != i:
-                mark[c0] = i
-                cand[m] = c0
-                m += 1
-            if mode == NEIGHBOURHOOD:
-                for g in range(G):
-                    c = neighbours[c0, g]
-                    if mark[c] != i:
-                        mark[c] = i
-                        cand[m] = c
-                        m += 1
-        if mode == SAMPLED:
-            cbar = K[i, 0]
-            for r in range(n_draws):
-                for attempt in range(4):
-                    u = uniform(key, counter)
-                    counter += 1
-                    if cbar >= 0 and row_len[cbar] > k:
-                        c = _draw_from_row(row_idx[cbar], row_cdf[cbar], row_len[cbar], u)
-                    else:
-                        c = min(int(u * C), C - 1)
-                    if mark[c] != i:
-                        mark[c] = i
-                        cand[m] = c
-                        m += 1
-                        break
-        explore_base = (source_row[i] if source_row.shape[0] > 0 else i) * draws_per_row + 4 * n_draws
-        for e in range(n_explore):
-            c = randint(key, explore_base + e, C)
-            if mark[c] != i:
-                mark[c] = i
-                cand[m] = c
-                m += 1
-        # ---- distances, the closest, and for P > 1 the P closest
-        best = 0
-        size = 0
-        for t in range(m):
-            c = cand[t]
-            s = sqdist(X[i], centres[c])
-            d2[t] = s
-            if s < d2[best]:
-                best = t
-            if P > 1:
-                size = insert_sorted(sel_d, sel_c, size, P, s, c)
-        bc = cand[best]
-        bd = d2[best]
-        # ---- truncated responsibilities, statistics, new K(n)
-        if K[i, 0] != bc:
-            ch += 1
-        if k == 1:
-            S0[bc] += wi
-            for j in range(D):
-                S1[bc, j] += wi * X[i, j]
-            SD2[bc] += wi * bd
-            K[i, 0] = bc
-            if wi > 0.0:  # see estep_full: a zero-weight row adds nothing, not 0 * -inf
-                tl -= wi * bd * inv_two_s2
-        else:
-            kept = min(size, k)
-            z = 0.0
-            for t in range(kept):
-                q[t] = np.exp(-(sel_d[t] - bd) * inv_two_s2)
-                z += q[t]
-            for t in range(kept):
-                wq = wi * q[t] / z
-                c = sel_c[t]
-                S0[c] += wq
-                for j in range(D):
-                    S1[c, j] += wq * X[i, j]
-                SD2[c] += wq * sel_d[t]
+    nd = ndc = ch = 0
+    for i0 in range(0, n, PAIR_BLOCK):
+        n_pr = 0
+        for i in range(i0, min(n, i0 + PAIR_BLOCK)):
+            wi = w[i] if w.shape[0] > 0 else 1.0
+            counter = (source_row[i] if source_row.shape[0] > 0 else i) * draws_per_row
+            # ---- candidates: K(n) always (Prop. 1), then the strategy's, then exploration
+            m = 0
             for t in range(k):
-                K[i, t] = sel_c[t] if t < kept else -1
-            if wi > 0.0:
-                tl += wi * (-bd * inv_two_s2 + np.log(z))
-        tw += wi
-        tq += wi * bd
-        nd += m
-        if not collect:
-            continue
-        # ---- pair statistics of the strategy
-        if mode == NEIGHBOURHOOD:
+                c0 = K[i, t]
+                if c0 < 0:
+                    continue
+                if mark[c0] != i:
+                    mark[c0] = i
+                    cand[m] = c0
+                    m += 1
+                if mode == NEIGHBOURHOOD:
+                    for g in range(G):
+                        c = neighbours[c0, g]
+                        if mark[c] != i:
+                            mark[c] = i
+                            cand[m] = c
+                            m += 1
+            if mode == SAMPLED:
+                cbar = K[i, 0]
+                for r in range(n_draws):
+                    for attempt in range(4):
+                        u = uniform(key, counter)
+                        counter += 1
+                        if cbar >= 0 and row_len[cbar] > k:
+                            c = _draw_from_row(row_idx[cbar], row_cdf[cbar], row_len[cbar], u)
+                        else:
+                            c = min(int(u * C), C - 1)
+                        if mark[c] != i:
+                            mark[c] = i
+                            cand[m] = c
+                            m += 1
+                            break
+            explore_base = (source_row[i] if source_row.shape[0] > 0 else i) * draws_per_row + 4 * n_draws
+            for e in range(n_explore):
+                c = randint(key, explore_base + e, C)
+                if mark[c] != i:
+                    mark[c] = i
+                    cand[m] = c
+                    m += 1
+            # ---- distances, the closest, and for P > 1 the P closest
+            best = 0
+            size = 0
             for t in range(m):
                 c = cand[t]
-                if c == bc:
-                    continue
-                slot = -1
-                for g in range(1, G):
-                    if neighbours[bc, g] == c:
-                        slot = g
-                        break
-                if slot >= 0:
+                s = sqdist(X[i], centres[c])
+                d2[t] = s
+                if s < d2[best]:
+                    best = t
+                if P > 1:
+                    size = insert_sorted(sel_d, sel_c, size, P, s, c)
+            bc = cand[best]
+            bd = d2[best]
+            # ---- truncated responsibilities, statistics, new K(n)
+            if K[i, 0] != bc:
+                ch += 1
+            if k == 1:
+                S0[bc] += wi
+                for j in range(D):
+                    S1[bc, j] += wi * X[i, j]
+                SD2[bc] += wi * bd
+                K[i, 0] = bc
+                if wi > 0.0:  # see estep_full: a zero-weight row adds nothing, not 0 * -inf
+                    tl -= wi * bd * inv_two_s2
+            else:
+                kept = min(size, k)
+                z = 0.0
+                for t in range(kept):
+                    q[t] = np.exp(-(sel_d[t] - bd) * inv_two_s2)
+                    z += q[t]
+                for t in range(kept):
+                    wq = wi * q[t] / z
+                    c = sel_c[t]
+                    S0[c] += wq
+                    for j in range(D):
+                        S1[c, j] += wq * X[i, j]
+                    SD2[c] += wq * sel_d[t]
+                for t in range(k):
+                    K[i, t] = sel_c[t] if t < kept else -1
+                if wi > 0.0:
+                    tl += wi * (-bd * inv_two_s2 + np.log(z))
+            tw += wi
+            tq += wi * bd
+            nd += m
+            if not collect:
+                continue
+            # ---- pair statistics of the strategy
+            if mode == NEIGHBOURHOOD:
+                db = np.sqrt(bd)
+                thr = thresholds[bc]
+                for t in range(m):
+                    c = cand[t]
+                    if c == bc:
+                        continue
+                    slot = -1
+                    for g in range(1, G):
+                        if neighbours[bc, g] == c:
+                            slot = g
+                            break
                     d = np.sqrt(d2[t])
-                    tsum[bc, slot] += wi * d
-                    tcnt[bc, slot] += wi
-                elif sqdist(centres[bc], centres[c]) < thresholds[bc] * thresholds[bc]:
+                    if slot >= 0:
+                        tsum[bc, slot] += wi * d
+                        tcnt[bc, slot] += wi
+                        continue
+                    if d - db >= thr:  # centres at least d - db >= thr apart
+                        continue
+                    if d + db >= thr:  # undecided by the bounds: the centres' own distance
+                        ndc += 1
+                        if sqdist(centres[bc], centres[c]) >= thr * thr:
+                            continue
                     pr_key[n_pr] = bc * C + c
-                    pr_val[n_pr] = wi * np.sqrt(d2[t])
+                    pr_val[n_pr] = wi * d
                     pr_wt[n_pr] = wi
                     n_pr += 1
-        else:
-            for a in range(size):
-                for b in range(a + 1, size):
-                    pr_key[n_pr] = min(sel_c[a], sel_c[b]) * C + max(sel_c[a], sel_c[b])
-                    pr_val[n_pr] = wi * np.exp(-(sel_d[a] + sel_d[b] - 2.0 * bd) * inv_two_s2)
-                    pr_wt[n_pr] = wi
-                    n_pr += 1
+            else:
+                for a in range(size):
+                    for b in range(a + 1, size):
+                        pr_key[n_pr] = min(sel_c[a], sel_c[b]) * C + max(sel_c[a], sel_c[b])
+                        pr_val[n_pr] = wi * np.exp(-(sel_d[a] + sel_d[b] - 2.0 * bd) * inv_two_s2)
+                        pr_wt[n_pr] = wi
+                        n_pr += 1
+        if n_pr > 0:
+            table_key, table_val, table_wt, used = fold_pairs(table_key, table_val, table_wt, used,
+                                                              pr_key, pr_val, pr_wt, n_pr)
+    keys, sums, wts, rank, n_rank = pair_table_entries(table_key, table_val, table_wt, used, centres)
     scal[W] += tw
     scal[LSE] += tl
     scal[QE] += tq
-    scal[NDIST] += nd
+    scal[NDIST_POINTS] += nd
+    scal[NDIST_CENTRES] += ndc + n_rank
     scal[CHANGED] += ch
-    return aggregate_pairs(pr_key, pr_val, pr_wt, n_pr)
+    return keys, sums, wts, rank
 
 
 @njit(nogil=True, cache=True)
@@ -275,16 +411,20 @@ def centre_neighbours(centres, n_neighbors, rows_start, rows_stop, out_idx, out_
     """Exact G nearest centres (itself first) of centres[rows_start:rows_stop] (seed 000 Alg. 1).
 
     out_idx : (C, G) int32 OUT, out_dist : (C, G) float64 OUT (Euclidean distances).
+    Returns the number of centre-to-centre distances evaluated, (rows_stop - rows_start) (C - 1).
     """
     C = centres.shape[0]
     k = min(n_neighbors, C)
     sel_d = np.empty(k)
     sel_c = np.empty(k, dtype=np.int64)
+    n_evaluated = 0
     for i in range(rows_start, rows_stop):
         size = insert_sorted(sel_d, sel_c, 0, k, 0.0, i)
         for c in range(C):
             if c != i:
                 size = insert_sorted(sel_d, sel_c, size, k, sqdist(centres[i], centres[c]), c)
+                n_evaluated += 1
         for t in range(k):
             out_idx[i, t] = sel_c[t]
             out_dist[i, t] = np.sqrt(sel_d[t])
+    return n_evaluated

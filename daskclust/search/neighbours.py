@@ -11,12 +11,14 @@ from numba import njit
 
 from ..kernels.estep import insert_sorted
 from ..kernels.search import centre_neighbours
+from .pairs import PairStats
 
 ROWS_PER_TASK = 256
 
 
-def exact_neighbours(centres: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n_neighbors`` nearest centres of every centre (itself first) and their distances.
+def exact_neighbours(centres: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The ``n_neighbors`` nearest centres of every centre (itself first), their distances, and
+    the number of centre-to-centre distances evaluated, C (C - 1).
 
     O(C^2 D), on a thread pool (the kernel releases the GIL).
     """
@@ -27,8 +29,9 @@ def exact_neighbours(centres: np.ndarray, n_neighbors: int) -> tuple[np.ndarray,
     centres = np.ascontiguousarray(centres, dtype=np.float64)
     starts = range(0, C, ROWS_PER_TASK)
     with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
-        list(pool.map(lambda s: centre_neighbours(centres, k, s, min(s + ROWS_PER_TASK, C), idx, dist), starts))
-    return idx, dist
+        counts = pool.map(lambda s: centre_neighbours(centres, k, s, min(s + ROWS_PER_TASK, C), idx, dist), starts)
+        n_evaluated = sum(counts)
+    return idx, dist, n_evaluated
 
 
 @njit(cache=True)
@@ -76,32 +79,15 @@ def _estimated_table(prev, tsum, tcnt, keys, sums, counts):
 
 
 def estimated_neighbours(prev: np.ndarray, tsum: np.ndarray, tcnt: np.ndarray,
-                         pairs: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+                         pairs: PairStats) -> tuple[np.ndarray, np.ndarray]:
     """G_c from the estimates d_cc~ = mean distance of c~ to the points closest to c (seed 000 Eq. 8).
 
     ``tsum``/``tcnt`` hold the sums for the pairs (c, prev[c, g]); ``pairs`` the
-    other pairs as (c * C + c~ ascending, sum, count). Clusters with fewer than
+    other pairs (keys c * C + c~ ascending). Clusters with fewer than
     G - 1 estimates keep entries of their previous G_c (seed 000: clusters no
     point estimates keep their previous neighbourhood). Returns the table and,
     per cluster, the largest estimate it holds (inf when topped up), the bound
     on centre distances above which the next E-step does not record pairs.
     O(C G + pairs) on the driver.
     """
-    keys, sums, counts = pairs
-    return _estimated_table(prev, tsum, tcnt, keys, sums, counts)
-
-
-def sum_pairs(parts: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sum the pair statistics of several chunks: (keys unique ascending, sums, weights).
-
-    Chunks' pair lists travel up the merge tree as a list and are summed once,
-    on the driver, instead of at every merge.
-    """
-    parts = [p for p in parts if len(p[0])]
-    if not parts:
-        return np.empty(0, dtype=np.int64), np.empty(0), np.empty(0)
-    keys = np.concatenate([p[0] for p in parts])
-    unique, inverse = np.unique(keys, return_inverse=True)
-    sums = np.bincount(inverse, weights=np.concatenate([p[1] for p in parts]), minlength=len(unique))
-    wts = np.bincount(inverse, weights=np.concatenate([p[2] for p in parts]), minlength=len(unique))
-    return unique, sums, wts
+    return _estimated_table(prev, tsum, tcnt, pairs.keys, pairs.sums, pairs.weights)

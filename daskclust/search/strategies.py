@@ -6,9 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .neighbours import estimated_neighbours, exact_neighbours, sum_pairs
-
-EMPTY_PAIRS = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0))
+from .neighbours import estimated_neighbours, exact_neighbours
 
 
 @dataclass(frozen=True)
@@ -27,7 +25,9 @@ class SearchPayload:
 
     mode : "full" | "neighbourhood" | "sampled"; init_sets : (C, C') K(n) of a
     row whose seed centre is c, used when a chunk has no K(n) yet; the other
-    fields are those of the kernels in :mod:`daskclust.kernels.search`.
+    fields are those of the kernels in :mod:`daskclust.kernels.search`;
+    pairs_per_row : pairs each cluster keeps at every merge of the pair
+    statistics (:class:`daskclust.search.pairs.PairStats`).
     """
 
     mode: str
@@ -40,10 +40,15 @@ class SearchPayload:
     row_cdf: np.ndarray | None = None
     row_len: np.ndarray | None = None
     n_draws: int = 0
+    pairs_per_row: int = 0
 
 
 class Search:
-    """Base: initial K(n) from each row's seed centre and the centres nearest to it."""
+    """Base: initial K(n) from each row's seed centre and the centres nearest to it.
+
+    ``n_distances`` counts the centre-to-centre distances the strategy evaluates
+    on the driver (exact neighbours of the seeds, recomputed neighbourhoods).
+    """
 
     mode = "full"
     STATE: tuple[str, ...] = ("init_sets",)
@@ -51,6 +56,7 @@ class Search:
 
     def __init__(self, config: SearchConfig):
         self.config = config
+        self.n_distances = 0
 
     def state(self) -> dict[str, np.ndarray]:
         return {name: getattr(self, name) for name in self.STATE}
@@ -59,10 +65,19 @@ class Search:
         for name in self.STATE:
             setattr(self, name, state[name])
 
+    def start_width(self) -> int:
+        """Nearest centres per seed that :meth:`start` needs (itself included)."""
+        return max(self.config.n_keep, min(self.config.n_neighbors, self.config.n_clusters))
+
+    def exact_neighbours(self, centres: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`exact_neighbours`, counted in ``n_distances``."""
+        idx, dist, n_evaluated = exact_neighbours(centres, width)
+        self.n_distances += n_evaluated
+        return idx, dist
+
     def start(self, centres: np.ndarray, sigma2: float) -> None:
         """Called once with the seeds: exact neighbours give K(n) its first C' clusters."""
-        k = max(self.config.n_keep, min(self.config.n_neighbors, self.config.n_clusters))
-        self.exact_idx, self.exact_dist = exact_neighbours(centres, k)
+        self.exact_idx, self.exact_dist = self.exact_neighbours(centres, self.start_width())
         self.init_sets = np.full((len(centres), self.config.n_keep), -1, dtype=np.int32)
         width = min(self.config.n_keep, self.exact_idx.shape[1])
         self.init_sets[:, :width] = self.exact_idx[:, :width]
@@ -103,7 +118,7 @@ class ExhaustiveSearch(Search):
                              thresholds=np.zeros(0))
 
     def update(self, acc, centres, sigma2):
-        self.neighbours = exact_neighbours(centres, self.config.n_neighbors)[0]
+        self.neighbours = self.exact_neighbours(centres, self.config.n_neighbors)[0]
 
 
 class EstimatedSearch(Search):
@@ -113,7 +128,8 @@ class EstimatedSearch(Search):
     outside the current G_c are only recorded when their centres are closer
     than the largest estimate in G_c, the only ones that could enter it, so
     the statistics stay O(C G) per iteration instead of growing with the
-    exploratory draws.
+    exploratory draws; in the merge tree each cluster keeps its 2 G pairs of
+    closest centres (:class:`PairStats`).
     """
 
     mode = "neighbourhood"
@@ -129,11 +145,12 @@ class EstimatedSearch(Search):
 
     def payload(self):
         return SearchPayload(self.mode, self.init_sets, self.config.n_explore, collect=True,
-                             neighbours=self.neighbours, thresholds=self.thresholds)
+                             neighbours=self.neighbours, thresholds=self.thresholds,
+                             pairs_per_row=2 * self.neighbours.shape[1])
 
     def update(self, acc, centres, sigma2):
         self.neighbours, self.thresholds = estimated_neighbours(self.neighbours, acc["tsum"], acc["tcnt"],
-                                                                sum_pairs(acc["pairs"]))
+                                                                acc["pairs"].pruned())
 
 
 class SampledSearch(Search):
@@ -146,16 +163,21 @@ class SampledSearch(Search):
     is 0 in float64 once distances exceed ~370). Each row keeps its
     ``row_length`` largest entries; rows no point touched keep their previous
     entries. Initially rows hold the exact nearest centres, equally weighted.
+    In the merge tree each cluster keeps its ``row_length`` pairs of closest
+    centres (:class:`PairStats`), so a row picks its entries among those.
     """
 
     mode = "sampled"
     STATE = ("init_sets", "row_idx", "row_cdf", "row_len")
 
+    def start_width(self):
+        return max(super().start_width(), min(self.config.row_length + 1, self.config.n_clusters))
+
     def start(self, centres, sigma2):
         super().start(centres, sigma2)
         C = self.config.n_clusters
         L = self.config.row_length
-        nn = exact_neighbours(centres, min(L + 1, C))[0][:, 1:]
+        nn = self.exact_idx[:, 1: min(L + 1, C)]
         self.row_idx = np.zeros((C, L), dtype=np.int32)
         self.row_cdf = np.zeros((C, L))
         self.row_len = np.full(C, nn.shape[1], dtype=np.int32)
@@ -164,10 +186,12 @@ class SampledSearch(Search):
 
     def payload(self):
         return SearchPayload(self.mode, self.init_sets, self.config.n_explore, collect=True, row_idx=self.row_idx,
-                             row_cdf=self.row_cdf, row_len=self.row_len, n_draws=self.config.n_samples)
+                             row_cdf=self.row_cdf, row_len=self.row_len, n_draws=self.config.n_samples,
+                             pairs_per_row=self.row_idx.shape[1])
 
     def update(self, acc, centres, sigma2):
-        keys, vals, _ = sum_pairs(acc["pairs"])
+        pairs = acc["pairs"].pruned()
+        keys, vals = pairs.keys, pairs.sums
         if len(keys) == 0:
             return
         C, L = self.row_idx.shape
