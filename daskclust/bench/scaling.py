@@ -21,7 +21,7 @@ def run(client, sizes=(256, 1024, 4096, 16384)) -> Table:
     table = Table(
         f"C-scaling of var-k-means-S (KMeans defaults) at N = {N:,}, BIRCH grid",
         ["C", "points / cluster", "time / iteration (ms)", "iterations", "seeding s", "fit s",
-         "distance speedup", "vs C=256"],
+         "distance speedup (whole fit)", "vs C=256"],
     )
     warm_up(birch_array(64)[0], client)
     base = None
