@@ -60,3 +60,255 @@ def gmm_em(X, centres, n_iter, reg=0.0):
         sigma2 = (s * sq_distances(X, mu_new)).sum() / (D * N) + reg
         mu = mu_new
     return rows, mu
+
+
+# ---- truncated search (issue 9): candidate sets, pair statistics, neighbourhoods, S rows ----------
+
+
+def _randint(uniform, key, counter, n):
+    return min(int(uniform(key, counter) * n), n - 1)
+
+
+def _draw_from_row(idx, cdf, length, u):
+    """First entry whose cumulative weight exceeds u * total (the last one at the latest)."""
+    target = u * cdf[length - 1]
+    return int(idx[min(int(np.searchsorted(cdf[:length], target, side="right")), length - 1)])
+
+
+def search_candidates(K_row, C, *, mode, neighbours=None, row_idx=None, row_cdf=None, row_len=None, n_draws=0,
+                      n_explore=0, key=0, row=0, uniform=None):
+    """The clusters one point evaluates, in the order they are offered, without repeats.
+
+    K(n) (-1 skipped); in "neighbourhood" mode each member c0 followed by G_c0; in
+    "sampled" mode ``n_draws`` draws from the S row of c_bar = K(n)[0] (uniform over
+    all clusters when that row has no more entries than K(n), or c_bar unknown),
+    each redrawn up to 4 times while it hits a cluster already taken; then
+    ``n_explore`` uniform draws (one when nothing else was offered). Draw j of the point in source row ``row`` is
+    ``uniform(key, row * (4 n_draws + n_explore) + j)``, exploration starting at 4 n_draws.
+    Also returns whether the S row was used (None without draws).
+    """
+    k = len(K_row)
+    cand = []
+
+    def add(c):
+        if c not in cand:
+            cand.append(int(c))
+            return True
+        return False
+
+    for c0 in K_row:
+        if c0 < 0:
+            continue
+        add(c0)
+        if mode == "neighbourhood":
+            for c in neighbours[c0]:
+                add(c)
+    base = row * (4 * n_draws + n_explore)
+    from_row = None
+    if mode == "sampled" and n_draws:
+        cbar = K_row[0]
+        from_row = bool(cbar >= 0 and row_len[cbar] > k)
+        counter = base
+        for _ in range(n_draws):
+            for _attempt in range(4):
+                u = uniform(key, counter)
+                counter += 1
+                c = _draw_from_row(row_idx[cbar], row_cdf[cbar], row_len[cbar], u) if from_row else \
+                    min(int(u * C), C - 1)
+                if add(c):
+                    break
+    for e in range(n_explore):
+        add(_randint(uniform, key, base + 4 * n_draws + e, C))
+    if not cand:  # nothing known, nothing drawn: one uniform draw at the exploration's first counter
+        add(_randint(uniform, key, base + 4 * n_draws, C))
+    return cand, from_row
+
+
+def truncated_search_estep(X, w, centres, sigma2, K, *, mode, neighbours=None, thresholds=None, row_idx=None,
+                           row_cdf=None, row_len=None, n_draws=0, n_explore=0, key=0, collect=True,
+                           source_row=None, tsum=None, tcnt=None, uniform=None):
+    """One partial E-step, point by point in plain numpy/python (the docstring of
+    ``daskclust.kernels.search.estep_truncated`` as a spec).
+
+    Returns a dict: new K, S0, S1, SD2, W, LSE, QE, CHANGED, the distance counts
+    NDIST_POINTS (distinct candidates summed over rows) and NDIST_CENTRES (pairs the
+    triangle inequality leaves undecided, plus one rank per distinct returned pair),
+    tsum / tcnt (inputs plus this step's sums), the returned pairs (keys ascending,
+    sums, weights, rank), and ``cases``: how often each branch of the pair test was taken.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n, D = X.shape
+    C = len(centres)
+    k = K.shape[1]
+    P = max(k, 2) if mode == "sampled" else k
+    w = np.ones(n) if w is None or len(w) == 0 else np.asarray(w, dtype=np.float64)
+    K_new = K.copy()
+    S0, S1, SD2 = np.zeros(C), np.zeros((C, D)), np.zeros(C)
+    tot = dict(W=0.0, LSE=0.0, QE=0.0, CHANGED=0, NDIST_POINTS=0)
+    tsum = None if tsum is None else np.array(tsum, dtype=np.float64)
+    tcnt = None if tcnt is None else np.array(tcnt, dtype=np.float64)
+    pairs: dict[int, list[float]] = {}
+    cases = dict(in_table=0, rejected_by_bound=0, accepted_by_bound=0, centre_test_rejected=0,
+                 centre_test_accepted=0, rows_from_s=0, rows_uniform=0)
+    n_undecided = 0
+    for i in range(n):
+        row = i if source_row is None or len(source_row) == 0 else int(source_row[i])
+        cand, from_row = search_candidates(K[i], C, mode=mode, neighbours=neighbours, row_idx=row_idx,
+                                           row_cdf=row_cdf, row_len=row_len, n_draws=n_draws,
+                                           n_explore=n_explore, key=key, row=row, uniform=uniform)
+        if from_row is not None:
+            cases["rows_from_s" if from_row else "rows_uniform"] += 1
+        cand = np.array(cand, dtype=np.int64)
+        d2 = ((X[i][None, :] - centres[cand]) ** 2).sum(1)
+        order = np.argsort(d2, kind="stable")
+        bc, bd = int(cand[order[0]]), float(d2[order[0]])
+        sel_c, sel_d = cand[order[:P]], d2[order[:P]]
+        wi = w[i]
+        if K[i, 0] != bc:
+            tot["CHANGED"] += 1
+        kept = min(len(cand), k)
+        logits = -(sel_d[:kept] - bd) / (2 * sigma2)
+        z = np.exp(logits).sum()
+        q = np.exp(logits) / z
+        for c, qc, dc in zip(sel_c[:kept], q, sel_d[:kept]):
+            S0[c] += wi * qc
+            S1[c] += wi * qc * X[i]
+            SD2[c] += wi * qc * dc
+        K_new[i] = -1
+        K_new[i, :kept] = sel_c[:kept]
+        if wi > 0:
+            tot["LSE"] += wi * (-bd / (2 * sigma2) + np.log(z))
+        tot["W"] += wi
+        tot["QE"] += wi * bd
+        tot["NDIST_POINTS"] += len(cand)
+        if not collect or wi == 0:  # zero-weight rows record no pair
+            continue
+        found = []
+        if mode == "neighbourhood":
+            db, thr = np.sqrt(bd), thresholds[bc]
+            for c, dc2 in zip(cand, d2):
+                if c == bc:
+                    continue
+                d = np.sqrt(dc2)
+                slots = np.flatnonzero(neighbours[bc, 1:] == c)
+                if len(slots):
+                    tsum[bc, slots[0] + 1] += wi * d
+                    tcnt[bc, slots[0] + 1] += wi
+                    cases["in_table"] += 1
+                    continue
+                if d - db >= thr:
+                    cases["rejected_by_bound"] += 1
+                    continue
+                if d + db >= thr:
+                    n_undecided += 1
+                    if ((centres[bc] - centres[c]) ** 2).sum() >= thr * thr:
+                        cases["centre_test_rejected"] += 1
+                        continue
+                    cases["centre_test_accepted"] += 1
+                else:
+                    cases["accepted_by_bound"] += 1
+                found.append((bc * C + int(c), wi * d))
+        else:
+            for a in range(len(sel_c)):
+                for b in range(a + 1, len(sel_c)):
+                    lo, hi = sorted((int(sel_c[a]), int(sel_c[b])))
+                    found.append((lo * C + hi, wi * np.exp(-(sel_d[a] + sel_d[b] - 2 * bd) / (2 * sigma2))))
+        for key_, value in found:
+            entry = pairs.setdefault(key_, [0.0, 0.0])
+            entry[0] += value
+            entry[1] += wi
+    keys = np.array(sorted(pairs), dtype=np.int64)
+    sums = np.array([pairs[kk][0] for kk in keys])
+    weights = np.array([pairs[kk][1] for kk in keys])
+    rank = ((centres[keys // C] - centres[keys % C]) ** 2).sum(1) if len(keys) else np.zeros(0)
+    return dict(K=K_new, S0=S0, S1=S1, SD2=SD2, tsum=tsum, tcnt=tcnt, keys=keys, sums=sums, weights=weights,
+                rank=rank, NDIST_CENTRES=n_undecided + len(keys), cases=cases, **tot)
+
+
+def prune_pairs(keys, sums, weights, rank, C, per_row, symmetric):
+    """Each row's ``per_row`` pairs of smallest rank (ties: smaller partner first); an unordered
+    pair i < j stays when row i or row j keeps it. Keys unique; returns the kept entries, keys ascending."""
+    keep = set()
+    rows: dict[int, list] = {}
+    for t, key in enumerate(keys):
+        i, j = divmod(int(key), C)
+        rows.setdefault(i, []).append((rank[t], j, t))
+        if symmetric:
+            rows.setdefault(j, []).append((rank[t], i, t))
+    for entries in rows.values():
+        for _, _, t in sorted(entries)[:per_row]:
+            keep.add(t)
+    idx = np.array(sorted(keep, key=lambda t: keys[t]), dtype=np.int64)
+    return keys[idx], sums[idx], weights[idx], rank[idx]
+
+
+def estimated_table(prev, tsum, tcnt, keys, sums, counts):
+    """seed 000 Eq. 8 as implemented: per cluster c, itself, then the G - 1 candidates of smallest
+    mean distance (tsum / tcnt for c~ = prev[c, g], g >= 1, then the pairs c * C + c~, both only
+    with a positive count; ties keep the earlier), topped up with prev[c, 1:] entries not yet
+    in the row, then the last entry repeated. Threshold = largest mean kept, inf when topped up."""
+    C, G = prev.shape
+    table = np.empty((C, G), dtype=np.int64)
+    thresholds = np.full(C, np.inf)
+    for c in range(C):
+        offered = [(tsum[c, g] / tcnt[c, g], int(prev[c, g])) for g in range(1, G) if tcnt[c, g] > 0]
+        offered += [(sums[t] / counts[t], int(keys[t] % C)) for t in range(len(keys))
+                    if keys[t] // C == c and counts[t] > 0]
+        order = sorted(range(len(offered)), key=lambda t: (offered[t][0], t))[: G - 1]
+        row = [c] + [offered[t][1] for t in order]
+        if len(row) == G and G > 1:
+            thresholds[c] = max(offered[t][0] for t in order)
+        for g in range(1, G):
+            if len(row) < G and prev[c, g] not in row:
+                row.append(int(prev[c, g]))
+        row += [row[-1]] * (G - len(row))
+        table[c] = row
+    return table, thresholds
+
+
+def similarity_rows(keys, sums, C, row_length, prev_idx, prev_cdf, prev_len):
+    """S rows after an update from the (pruned) pairs (seed 003 Eq. 12 sums): each row its
+    ``row_length`` largest summed similarities (an unordered pair i < j counts for row i and row j; ties: smaller index
+    first), cumulative weights; rows no pair touches keep their previous entries.
+    Returns per row (indices, cumulative weights) of its first row_len entries."""
+    entries: dict[int, list] = {}
+    for key, value in zip(keys, sums):
+        i, j = divmod(int(key), C)
+        entries.setdefault(i, []).append((-value, j))
+        entries.setdefault(j, []).append((-value, i))
+    out = []
+    for c in range(C):
+        if c in entries:
+            best = sorted(entries[c])[:row_length]
+            out.append((np.array([j for _, j in best]), np.cumsum([-v for v, _ in best])))
+        else:
+            out.append((prev_idx[c, : prev_len[c]].copy(), prev_cdf[c, : prev_len[c]].copy()))
+    return out
+
+
+def exact_centre_neighbours(centres, n_neighbors):
+    """Brute force: each centre itself, then the others by distance (ties: smaller index), and the distances."""
+    C = len(centres)
+    k = min(n_neighbors, C)
+    d2 = sq_distances(centres, centres)
+    idx = np.empty((C, k), dtype=np.int64)
+    for c in range(C):
+        others = np.array([j for j in range(C) if j != c], dtype=np.int64)
+        idx[c] = np.concatenate([[c], others[np.argsort(d2[c, others], kind="stable")]])[:k]
+    return idx, np.sqrt(np.take_along_axis(d2, idx, axis=1))
+
+
+def kd_leaf_order(centres, leaf=8):
+    """Recursive kd-tree leaf order: split at the median (lower half len // 2 entries first) of
+    the widest coordinate, stable in that coordinate, until at most ``leaf`` centres remain."""
+
+    def visit(idx):
+        if len(idx) <= leaf:
+            return [idx]
+        pts = centres[idx]
+        dim = int(np.argmax(pts.max(0) - pts.min(0)))
+        order = np.argsort(pts[:, dim], kind="stable")
+        half = len(idx) // 2
+        return visit(idx[order[:half]]) + visit(idx[order[half:]])
+
+    return np.concatenate(visit(np.arange(len(centres))))

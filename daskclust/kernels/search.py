@@ -202,7 +202,8 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
         entries than K(n); rows are sparse: ``row_idx`` (C, L) int32,
         ``row_cdf`` (C, L) cumulative weights, ``row_len`` (C,).
 
-    Both add ``n_explore`` clusters drawn uniformly. All draws come from the
+    Both add ``n_explore`` clusters drawn uniformly (a row left without any
+    candidate, K(n) unknown and nothing drawn, gets one). All draws come from the
     stream ``key``; row i uses draws r * (4 R + n_explore) onwards, r its row in
     the source (``source_row[i]``, or i when empty), so the draws do not depend
     on the order in which a worker keeps the rows.
@@ -250,7 +251,7 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     P = max(k, 2) if mode == SAMPLED else k
     inv_two_s2 = 0.5 / sigma2
     mark = np.full(C, -1, dtype=np.int64)
-    cap = k * (G + 1) + n_draws + n_explore
+    cap = k * (G + 1) + n_draws + max(n_explore, 1)
     cand = np.empty(cap, dtype=np.int64)
     d2 = np.empty(cap)
     sel_d = np.empty(P)
@@ -312,6 +313,11 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
                     mark[c] = i
                     cand[m] = c
                     m += 1
+            if m == 0:  # no known cluster and nothing drawn (n_explore = 0): one uniform draw
+                c = randint(key, explore_base, C)
+                mark[c] = i
+                cand[0] = c
+                m = 1
             # ---- distances, the closest, and for P > 1 the P closest
             best = 0
             size = 0
@@ -356,7 +362,7 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
             tw += wi
             tq += wi * bd
             nd += m
-            if not collect:
+            if not collect or wi == 0.0:  # a zero-weight row adds no pair (it would only take a rank slot)
                 continue
             # ---- pair statistics of the strategy
             if mode == NEIGHBOURHOOD:
