@@ -36,9 +36,8 @@ def m_step(acc: dict[str, np.ndarray], centres: np.ndarray, reg: float = 0.0) ->
     added to sigma^2 (``reg_covar``).
     """
     S0, S1, SD2 = acc["S0"], acc["S1"], acc["SD2"]
-    new = centres.copy()
     has_mass = S0 > 0
-    new[has_mass] = S1[has_mass] / S0[has_mass, None]
+    new = np.divide(S1, S0[:, None], out=centres.copy(), where=has_mass[:, None])  # no boolean gathers
     shift2 = np.einsum("cd,cd->c", new - centres, new - centres)
     within = max(float(SD2.sum() - np.dot(S0, shift2)), 0.0)
     D = centres.shape[1]
