@@ -64,8 +64,9 @@ def time_passes(engine: Engine, make_op, repeats: int) -> float:
 
 
 def pair_reduction_rows(n_workers: int, repeats: int = 20) -> list[list]:
-    """Time and driver bytes per pass of the estimated (KMeans) and sampled (GMM, C' = 3) E-steps
-    on a fresh LocalCluster of ``n_workers`` processes with one thread each."""
+    """Time and driver bytes per pass of the estimated (KMeans) and sampled (GMM, C' = 3) E-steps,
+    and the empty pass beside them, on a fresh LocalCluster of ``n_workers`` processes with one
+    thread each."""
     from distributed import Client
 
     C = REDUCTION_CLUSTERS
@@ -76,6 +77,8 @@ def pair_reduction_rows(n_workers: int, repeats: int = 20) -> list[list]:
     rows = []
     with (start_local_cluster(n_workers=n_workers, threads_per_worker=1) as cluster, Client(cluster) as client,
           Engine(data, client) as engine):
+        empty = time_passes(engine, NoOp, repeats)
+        rows.append(["empty (N = 40,960, D = 2)", f"{n_workers} x 1", data.n_chunks, 1e3 * empty, "-", "-"])
         for name, keep in (("estimated", 1), ("sampled", 3)):
             search = make_search(name, SearchConfig(C, keep))
             search.start(centres, 1.0)
