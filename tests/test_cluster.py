@@ -8,6 +8,7 @@ starts listens on 127.0.0.1 and is stopped in a ``finally`` / fixture teardown.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import ipaddress
 import json
@@ -329,3 +330,180 @@ def test_tls_security_from_files_and_connect(tmp_path):
         with connect(scheduler_address=address, security=security) as c:
             model = daskclust.KMeans(4, random_state=0).fit(small_data(), client=c)
         assert model.cluster_centers_.shape == (4, 2)
+
+
+# ------------------------------------------------------------------ the embedded cluster and its kernels
+def test_the_default_embedded_cluster_runs_in_this_process_on_loopback():
+    """No worker process to start, import daskclust in and stop: one worker in this process."""
+    me = psutil.Process()
+    before_children = {p.pid for p in me.children(recursive=True)}
+    before = set(listening([me]))
+    said = []
+    with connect(announce=said.append) as c:
+        assert not c.cluster.processes
+        assert [w.address for w in cluster_workers(c)] == sorted(c.nthreads())
+        assert sum(c.nthreads().values()) == (os.cpu_count() or 1)
+        assert not [p for p in me.children(recursive=True) if p.pid not in before_children]
+        assert_loopback([s for s in listening([me]) if s not in before])
+        model = daskclust.KMeans(4, random_state=0).fit(small_data(), client=c)
+    assert model.cluster_centers_.shape == (4, 2)
+    assert said[0].startswith("started a LocalCluster in this process (1 worker, ")
+    assert "dashboard: http://127.0.0.1:" in said[0]
+
+
+@pytest.fixture()
+def warmup(monkeypatch):
+    """daskclust.engine.warmup with no dtype prepared yet in this process."""
+    from daskclust.engine import warmup as mod
+
+    monkeypatch.setattr(mod, "_prepared", set())
+    return mod
+
+
+def test_kernels_are_prepared_once_per_process_and_dtype(warmup, monkeypatch):
+    calls = []
+    monkeypatch.setattr(warmup, "_prepare", lambda client, dtype, helper, announce: calls.append(dtype) or
+                        warmup.KernelReport(compiled=True, units=warmup.UNITS))
+    first = warmup.prepare_kernels(None, np.float64)
+    assert first.compiled and first.units == warmup.UNITS and first.seconds >= 0
+    assert not warmup.prepare_kernels(None, "float64").compiled  # done: nothing more
+    warmup.prepare_kernels(None, np.float32)
+    assert calls == ["float64", "float32"]
+
+
+def test_a_failing_preparation_is_logged_and_the_fit_goes_on(warmup, monkeypatch, caplog):
+    def broken(client, dtype, helper, announce):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(warmup, "_prepare", broken)
+    with caplog.at_level(logging.WARNING, logger="daskclust"):
+        report = warmup.prepare_kernels(None, "float64")
+    assert not report.compiled
+    assert any("boom" in r.getMessage() and "compiles them itself" in r.getMessage() for r in caplog.records)
+
+
+def test_kernels_in_the_cache_start_no_helper(warmup, monkeypatch, client_threads):
+    """Warm cache (validating a tiny data set compiles nothing): no unit runs, no process starts."""
+    monkeypatch.setattr(warmup, "start_helper", lambda *a: pytest.fail("helper started"))
+    monkeypatch.setattr(warmup, "run_unit", lambda *a, **k: pytest.fail("unit run"))
+    warmup.run_estep()  # the validation kernels at least are loaded (or compiled) now
+    with Engine(as_chunked_data(warmup.tiny_data(), None, chunk_rows=64, min_samples=8), client_threads):
+        pass
+    report = warmup.prepare_kernels(client_threads, "float64")
+    assert report == warmup.KernelReport()
+
+
+def test_a_cold_cache_splits_the_units_with_a_helper_process(warmup, monkeypatch, client_threads, caplog):
+    """This process takes the units from the start, a real helper process from the end; each unit
+    runs once. Here this process waits in its first unit until the helper has claimed the others,
+    so the helper runs them (loading the kernels from the cache, or compiling them)."""
+
+    class Cold:  # as if validating had compiled a kernel
+        count = 1
+
+    @contextlib.contextmanager
+    def cold():
+        yield Cold()
+
+    claimed = {}
+    real_claim = warmup.claim
+
+    def claim(claims, name):
+        taken = real_claim(claims, name)
+        if taken and name == warmup.UNITS[0]:
+            deadline = time.monotonic() + BOUND
+            while len(os.listdir(claims)) < len(warmup.UNITS):
+                assert time.monotonic() < deadline, "the helper claimed nothing"
+                time.sleep(0.05)
+            claimed["dir"] = claims
+        return taken
+
+    monkeypatch.setattr(warmup, "_counting", cold)
+    monkeypatch.setattr(warmup, "claim", claim)
+    monkeypatch.setattr(warmup, "usable_cores", lambda: 2)
+    said = []
+    with caplog.at_level(logging.WARNING, logger="daskclust"):
+        error, _ = within(BOUND + 30, lambda: claimed.setdefault(
+            "report", warmup.prepare_kernels(client_threads, "float64", announce=said.append)))
+    assert error is None, error
+    report = claimed["report"]
+    assert report.compiled and report.helper and report.units == warmup.UNITS[:1]
+    assert said == [("compiling the numba kernels for float64 data into numba's cache (first fit on this machine), "
+                     "on 2 cores")]
+    assert not any("helper" in r.getMessage() for r in caplog.records), caplog.records  # it succeeded
+    assert not os.path.exists(claimed["dir"])
+
+
+def test_without_a_helper_every_unit_runs_here(warmup, monkeypatch, client_threads):
+    ran = []
+
+    class Cold:
+        count = 1
+
+    @contextlib.contextmanager
+    def cold():
+        yield Cold()
+
+    monkeypatch.setattr(warmup, "_counting", cold)
+    monkeypatch.setattr(warmup, "run_unit", lambda name, *a, **k: ran.append(name))
+    monkeypatch.setattr(warmup, "start_helper", lambda *a: pytest.fail("helper started"))
+    report = warmup.prepare_kernels(client_threads, "float64", helper=False)
+    assert ran == list(warmup.UNITS) and report.units == warmup.UNITS and not report.helper
+
+
+GAPS_SCRIPT = """
+import json, sys
+import numpy as np
+from distributed import Client, LocalCluster
+from numba.core import event
+import daskclust
+from daskclust.engine import warmup
+from daskclust.datasets import birch_grid_centres
+
+compiled = []
+class Record(event.Listener):
+    def on_start(self, ev):
+        f = ev.data["dispatcher"].py_func
+        compiled.append(f.__module__ + "." + f.__name__)
+    def on_end(self, ev):
+        pass
+
+with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cl, \\
+        Client(cl, set_as_default=False) as c:
+    with event.install_listener("numba:compile", Record()):
+        for unit in warmup.UNITS:
+            with warmup._tiny_engine(c, "float64") as engine:
+                warmup.run_unit(unit, "float64", engine=engine)
+    units = len(compiled)
+    compiled.clear()
+    centres = birch_grid_centres(16)
+    X = centres[np.repeat(np.arange(16), 50)] + np.random.default_rng(0).standard_normal((800, 2))
+    with event.install_listener("numba:compile", Record()):
+        daskclust.KMeans(16, random_state=0).fit(X, client=c)
+print(json.dumps({"units": units, "fit": compiled}))
+"""
+
+
+@pytest.mark.slow
+def test_the_units_leave_nothing_to_compile_for_a_default_fit(tmp_path):
+    """On an empty numba cache, after the units a default k-means fit compiles nothing: every
+    kernel it needs is loaded (a kernel compiled by the fit is a gap in the units). ~15 s of CPU."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    run = subprocess.run([sys.executable, "-c", GAPS_SCRIPT], env=env, capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout.strip().splitlines()[-1])
+    assert found["units"] > 10  # the units compiled the kernels (the cache was empty)
+    assert [name for name in found["fit"] if not name.endswith("rng.mix64")] == []  # mix64: not cached (rng.py)
+
+
+def test_the_demo_writes_its_report_and_plot(tmp_path, capsys):
+    from daskclust.cli import main
+
+    png = tmp_path / "demo.png"
+    assert main(["demo", "--clusters", "16", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "started a LocalCluster in this process" in out
+    assert "daskclust demo report" in out and "true centres recovered" in out
+    assert f"convergence plot       {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

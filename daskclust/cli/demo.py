@@ -43,12 +43,13 @@ def run_demo(n_clusters: int, plot_path: str | None, seed: int) -> int:
     print(f"  total (incl. cluster start, data generation) {time.perf_counter() - t0:.2f} s")
     if plot_path:
         written = plot_history(model.history_, plot_path)
-        print(f"  convergence plot       {written or 'skipped (matplotlib not installed)'}")
+        print(f"  convergence plot       {written or 'skipped: matplotlib (a dependency of daskclust) is not installed'}")
     return 0
 
 
 def plot_history(history: list[dict], path: str) -> str | None:
-    """Free energy and quantization error against the iteration, as a PNG; None without matplotlib."""
+    """Free energy and quantization error against the iteration, as a PNG; None without matplotlib
+    (installed with daskclust, unless installed without its dependencies)."""
     try:
         import matplotlib
 

@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="generate BIRCH data, fit it on a LocalCluster, report")
     demo.add_argument("--clusters", type=int, default=400)
-    demo.add_argument("--plot", default="daskclust-demo.png", help="convergence plot (needs matplotlib)")
+    demo.add_argument("--plot", default="daskclust-demo.png", help="where to write the convergence plot (PNG); "
+                      "'' for none")
     demo.add_argument("--seed", type=int, default=0)
 
     from .bench import add_bench_parser

@@ -185,7 +185,8 @@ class TruncatedEMEstimator(ParamsMixin):
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
         t0 = time.perf_counter()
         try:
-            with connect(client, self.scheduler_address, security=self.security, announce=progress.say) as cl:
+            with connect(client, self.scheduler_address, security=self.security, announce=progress.say,
+                         dtype=data.dtype) as cl:
                 check_workers_see(cl, plan.shared_inputs, error=InvalidDataError)
                 check_workers_see(cl, plan.shared_outputs)
                 result, seeding = self._run(cl, data, init, plan, progress)

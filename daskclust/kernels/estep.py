@@ -33,7 +33,7 @@ W, LSE, QE, NDIST_POINTS, CHANGED, NDIST_CENTRES = 0, 1, 2, 3, 4, 5
 N_SCALARS = 6
 
 
-@njit(inline="always")
+@njit
 def sqdist(x, y):
     """Squared Euclidean distance ||x - y||^2, accumulated in float64."""
     s = 0.0
@@ -43,7 +43,7 @@ def sqdist(x, y):
     return s
 
 
-@njit(inline="always")
+@njit
 def insert_sorted(top_d, top_c, size, k, d, c):
     """Insert (d, c) into the ascending list ``top_d[:size]`` capped at ``k`` entries.
 
@@ -63,7 +63,7 @@ def insert_sorted(top_d, top_c, size, k, d, c):
     return size + 1 if size < k else size
 
 
-@njit(inline="always")
+@njit
 def accumulate_point(x, wi, sel_c, sel_d, k, inv_two_s2, S0, S1, SD2):
     """Add one point's truncated responsibilities to the statistics.
 

@@ -16,7 +16,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-@njit(inline="always")
+@njit
 def mix64(z):
     """splitmix64 finaliser: a bijective avalanche of a 64-bit integer."""
     z = uint64(z)
@@ -25,14 +25,14 @@ def mix64(z):
     return z ^ (z >> uint64(31))
 
 
-@njit(inline="always")
+@njit
 def uniform(key, counter):
     """The ``counter``-th uniform draw in [0, 1) of the stream ``key``."""
     z = mix64(uint64(key) + (uint64(counter) + uint64(1)) * _GOLDEN)
     return float(z >> uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit(inline="always")
+@njit
 def randint(key, counter, n):
     """The ``counter``-th integer draw in [0, n) of the stream ``key``."""
     return min(int(uniform(key, counter) * n), n - 1)

@@ -128,8 +128,8 @@ def top_pairs_mask(keys, rank, n_clusters, per_row, symmetric):
     (or, when ``symmetric``, of row i or row j); ties go to the smaller partner index.
 
     Each row lists its pairs in ascending partner order (for symmetric keys first
-    the pairs (i, r) with i < r, then (r, j)); a stable sort by rank then breaks
-    ties by partner. Only rows holding more than ``per_row`` pairs are sorted.
+    the pairs (i, r) with i < r, then (r, j)); a stable selection by rank then breaks
+    ties by partner. Only rows holding more than ``per_row`` pairs are selected from.
     """
     C, M, n = n_clusters, per_row, keys.shape[0]
     start = np.zeros(C + 1, dtype=np.int64)
@@ -157,19 +157,23 @@ def top_pairs_mask(keys, rank, n_clusters, per_row, symmetric):
         members[fill[r]] = t
         fill[r] += 1
     keep[:] = False
+    sel_d = np.empty(M)
+    sel_t = np.empty(M, dtype=np.int64)
     for r in range(C):
         row = members[start[r]:start[r + 1]]
         if row.shape[0] <= M:
             for t in row:
                 keep[t] = True
-        else:
-            order = np.argsort(rank[row], kind="mergesort")
+        else:  # the M of smallest rank, ties to the earlier (smaller partner): a stable selection
+            size = 0
+            for t in row:
+                size = insert_sorted(sel_d, sel_t, size, M, rank[t], t)
             for s in range(M):
-                keep[row[order[s]]] = True
+                keep[sel_t[s]] = True
     return keep
 
 
-@njit(inline="always")
+@njit
 def _draw_from_row(row_idx, row_cdf, length, u):
     """Index drawn from the first ``length`` entries of a row by its cumulative weights."""
     lo = 0
@@ -266,11 +270,11 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     table_key = np.full(64, -1, dtype=np.int64)
     table_val = np.zeros(64)
     table_wt = np.zeros(64)
-    used = 0
+    used = np.int64(0)  # not a literal 0: one specialisation of fold_pairs / pair_table_entries
     tw = tl = tq = 0.0
     nd = ndc = ch = 0
     for i0 in range(0, n, PAIR_BLOCK):
-        n_pr = 0
+        n_pr = np.int64(0)
         for i in range(i0, min(n, i0 + PAIR_BLOCK)):
             wi = w[i] if w.shape[0] > 0 else 1.0
             counter = (source_row[i] if source_row.shape[0] > 0 else i) * draws_per_row

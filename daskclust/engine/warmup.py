@@ -1,0 +1,307 @@
+"""The numba kernels compiled once per machine, on two cores, before a fit needs them.
+
+daskclust's kernels are compiled by numba on first use and kept in numba's on-disk cache
+(``cache=True``: ``__pycache__`` beside the sources, or ``NUMBA_CACHE_DIR``), so only the
+first fit on a machine (and the first after an upgrade) compiles them: about 16 s of CPU for a
+default k-means (Python 3.11, numba 0.68). numba compiles one function at a time in a process,
+and a fit needs the seeding's kernels before the E-step's, so compiling them as the fit goes
+uses one core; with worker processes every process compiled the kernels it runs.
+
+:func:`prepare_kernels` finds out whether the kernels are in the cache (a tiny engine
+validates its chunks, which loads or compiles the first kernels). When they are not, it
+compiles them on two cores: a helper process (``python -c ...``, this interpreter, the same
+numba cache) and this process run the :data:`UNITS` from opposite ends, each unit claimed by
+one of them only, so the work splits about evenly whatever the kernels cost; the fit then
+loads them from the cache. Each unit is a real high-level operation on a tiny synthetic data
+set (the engine and :func:`daskclust.seeding.seed`, the search strategy of ``KMeans`` and
+:class:`daskclust.em.estep_op.EStepOp`), never a kernel called with hand-written arguments,
+so the units follow the kernels' signatures as those change. Kernels of other paths (float32
+data when float64 was prepared, other seedings, ``search="full"``, many dimensions) still
+compile when first used, once per machine.
+
+A failure here is logged and ignored: the fit then compiles what it needs itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("daskclust")
+
+TINY_CLUSTERS = 8
+TINY_ROWS = 512
+TINY_CHUNK_ROWS = 64
+"""The synthetic data set: 8 well separated 2-D blobs, 512 rows in 8 chunks (the kernels do not
+specialise on sizes, only on dtypes and array layouts)."""
+
+UNITS = ("seeding", "pairs", "estep")
+"""The compilation units, in the order this process takes them (the helper takes them from the
+end). Compile times, CPU seconds of one core (Python 3.11, numba 0.68): seeding (chunk
+validation, the k-means|| passes, the ball index, greedy k-means++) 5.6; pairs (pruning the pair
+statistics, the estimated neighbour table) 3.5; estep (the exact neighbours of the centres, the
+truncated E-step and the merge of its pair statistics) 7.2. The helper first spends ~1.5 s
+importing daskclust, so this process takes the two at the start."""
+
+HELPER_TIMEOUT = 180.0
+"""Seconds to wait for the helper process (~9 s on 2 idle cores); after that it is ended and the
+fit compiles what is missing."""
+
+_prepared: set[str] = set()
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """What :func:`prepare_kernels` did: ``compiled`` (the kernels were not in the cache),
+    ``helper`` (a helper process took part), ``units`` run in this process, ``seconds`` spent."""
+
+    compiled: bool = False
+    helper: bool = False
+    units: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------- the units
+def tiny_data(dtype="float64") -> np.ndarray:
+    """(TINY_ROWS, 2) rows around TINY_CLUSTERS centres 10 apart (noise 1), in ``dtype``."""
+    rng = np.random.default_rng(0)
+    rows = _tiny_centres()[np.arange(TINY_ROWS) % TINY_CLUSTERS] + rng.standard_normal((TINY_ROWS, 2))
+    return rows.astype(dtype)
+
+
+def _tiny_centres() -> np.ndarray:
+    side = int(np.ceil(np.sqrt(TINY_CLUSTERS)))
+    return 10.0 * np.array([(i % side, i // side) for i in range(TINY_CLUSTERS)], dtype=np.float64)
+
+
+def _tiny_engine(client, dtype):
+    from ..data import as_chunked_data
+    from .engine import Engine
+
+    data = as_chunked_data(tiny_data(dtype), None, chunk_rows=TINY_CHUNK_ROWS, min_samples=TINY_CLUSTERS)
+    return Engine(data, client)
+
+
+def run_seeding(engine) -> None:
+    """The default seeding (k-means||) over ``engine``'s chunks."""
+    from ..seeding import seed
+
+    seed(engine, "k-means||", TINY_CLUSTERS, seed=0)
+
+
+def _first_iteration():
+    """The search strategy of a default ``KMeans`` started from the true centres, and the
+    operation of its first E-step (as :func:`daskclust.em.loop.run_em` makes it)."""
+    from ..em.estep_op import EStepOp
+    from ..estimators import KMeans
+
+    model = KMeans(TINY_CLUSTERS, random_state=0)
+    centres, sigma2 = _tiny_centres(), 1.0
+    search = model._search()
+    search.start(centres, sigma2)
+    n_keep = model._n_keep()
+    keep_state = n_keep < TINY_CLUSTERS or model._kmeans
+    return search, EStepOp(centres, sigma2, n_keep, keep_state, search.payload(), 0, 0), centres, sigma2
+
+
+def run_estep(dtype="float64") -> None:
+    """The first E-step of a default ``KMeans`` on the tiny data set in two chunks, and the merge
+    of their accumulators (as a worker's threads and the tree of workers merge them)."""
+    from .ops import Chunk
+
+    _, op, centres, _ = _first_iteration()
+    X = tiny_data(dtype)
+    labels = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(-1).argmin(1).astype(np.int32)
+    accs = []
+    for index, rows in enumerate((slice(0, TINY_ROWS // 2), slice(TINY_ROWS // 2, TINY_ROWS))):
+        acc = op.new_acc()
+        op.run(Chunk(index, rows.start, X[rows], np.empty(0), {"seed_label": labels[rows]}), acc)
+        accs.append(acc)
+    op.merge(*accs)
+
+
+def run_pairs() -> None:
+    """The search strategy digesting an (empty) E-step accumulator: pruning the pair statistics
+    and the neighbour table of the next iteration, without running an E-step."""
+    search, op, centres, sigma2 = _first_iteration()
+    search.update(op.new_acc(), centres, sigma2)
+
+
+def run_unit(name: str, dtype: str, engine=None, make_engine=None) -> None:
+    if name == "seeding":
+        if engine is not None:
+            run_seeding(engine)
+        else:
+            with make_engine() as own:
+                run_seeding(own)
+    elif name == "estep":
+        run_estep(dtype)
+    elif name == "pairs":
+        run_pairs()
+    else:
+        raise ValueError(f"unknown unit {name!r}")
+
+
+def claim(claims: str | None, name: str) -> bool:
+    """Take unit ``name``: True for the first of this process and the helper to ask (a file
+    created exclusively in the directory ``claims``); always True without a directory."""
+    if claims is None:
+        return True
+    try:
+        os.close(os.open(os.path.join(claims, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------- the helper process
+def start_helper(dtype: str, claims: str) -> subprocess.Popen | None:
+    """A process taking the units from the end: this interpreter, this copy of daskclust first
+    on its path, this environment (``NUMBA_CACHE_DIR``). None if it cannot start."""
+    if not sys.executable:
+        return None
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
+    code = f"from daskclust.engine.warmup import helper_main; helper_main({dtype!r}, {claims!r})"
+    try:
+        return subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except OSError as exc:
+        log.debug("kernel helper process not started: %s", exc)
+        return None
+
+
+def helper_main(dtype: str, claims: str) -> None:
+    """The helper process: the units from the end; an in-process cluster of one thread (no
+    dashboard) if it gets to the seeding."""
+    from distributed import Client, LocalCluster
+
+    @contextlib.contextmanager
+    def make_engine():
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+                Client(cluster, set_as_default=False) as client, _tiny_engine(client, dtype) as engine:
+            yield engine
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in reversed(UNITS):
+            if claim(claims, name):
+                run_unit(name, dtype, make_engine=make_engine)
+
+
+def _finish(helper: subprocess.Popen, timeout: float) -> bool:
+    """Wait for the helper; True if it succeeded. Ended (by its pid) if it overruns."""
+    try:
+        _, err = helper.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log.warning("the kernel helper process did not finish within %g s: ended; the fit compiles the rest", timeout)
+        return False
+    if helper.returncode != 0:
+        tail = (err or b"").decode(errors="replace").strip().splitlines()[-1:]
+        log.warning("the kernel helper process failed (exit %s): %s", helper.returncode, " ".join(tail))
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------- entry point
+def _counting():
+    """A context counting numba's ``numba:compile`` events (compilations, not loads from the
+    cache) in any thread while it is open; ``.count``."""
+    from numba.core import event
+
+    class Counter(event.Listener):
+        count = 0
+
+        def on_start(self, ev):
+            self.count += 1
+
+        def on_end(self, ev):
+            pass
+
+    return event.install_listener("numba:compile", Counter())
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def prepare_kernels(client=None, dtype="float64", *, helper: bool = True,
+                    announce: Callable[[str], None] | None = None) -> KernelReport:
+    """Have the kernels of a default fit of ``dtype`` data in numba's cache, compiling them on
+    two cores if they are not. Once per process and dtype; never raises (a failure is logged).
+
+    ``client``: a client of an in-process cluster (the embedded one), which then has the
+    kernels loaded; None starts a private in-process cluster (before an embedded cluster's
+    worker processes start, so that they only load). ``helper=False``: no helper process,
+    everything is compiled here. ``announce`` gets one line when compiling starts.
+    """
+    name = np.dtype(dtype).name
+    with _lock:
+        if name in _prepared:
+            return KernelReport()
+        t0 = time.perf_counter()
+        try:
+            report = _prepare(client, name, helper, announce)
+        except Exception as exc:  # noqa: BLE001 - an optimisation: the fit compiles what it needs anyway
+            log.warning("compiling the kernels ahead of the fit failed (%s: %s); the fit compiles them itself",
+                        type(exc).__name__, exc)
+            report = KernelReport()
+        _prepared.add(name)
+        if report.compiled:
+            report = KernelReport(True, report.helper, report.units, time.perf_counter() - t0)
+        return report
+
+
+def _prepare(client, dtype: str, helper: bool, announce) -> KernelReport:
+    if client is None:
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=1, threads_per_worker=usable_cores(), processes=False,
+                          dashboard_address=None) as cluster, Client(cluster, set_as_default=False) as own:
+            return _prepare(own, dtype, helper, announce)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. numba's, on a read-only cache
+        with _counting() as counter, _tiny_engine(client, dtype) as engine:
+            # attaching validated the chunks: the first kernels, loaded or compiled
+            if counter.count == 0:
+                return KernelReport()  # in the cache: the fit loads what it needs
+            claims = tempfile.mkdtemp(prefix="daskclust-kernels-") if helper and usable_cores() >= 2 else None
+            proc = start_helper(dtype, claims) if claims is not None else None
+            message = (f"compiling the numba kernels for {dtype} data into numba's cache (first fit on this "
+                       f"machine), {'on 2 cores' if proc is not None else 'on 1 core'}")
+            log.info(message)
+            if announce is not None:
+                announce(message)
+            ran = []
+            try:
+                for unit in UNITS:
+                    if claim(claims if proc is not None else None, unit):
+                        run_unit(unit, dtype, engine=engine)
+                        ran.append(unit)
+                if proc is not None:
+                    _finish(proc, HELPER_TIMEOUT)
+            finally:
+                if proc is not None and proc.poll() is None:  # overran or interrupted: leave nothing behind
+                    proc.kill()
+                    proc.wait()
+                if claims is not None:
+                    shutil.rmtree(claims, ignore_errors=True)
+    return KernelReport(compiled=True, helper=proc is not None, units=tuple(ran))
