@@ -69,7 +69,7 @@ class Search:
         """Nearest centres per seed that :meth:`start` needs (itself included)."""
         return max(self.config.n_keep, min(self.config.n_neighbors, self.config.n_clusters))
 
-    def exact_neighbours(self, centres: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def counted_neighbours(self, centres: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         """:func:`exact_neighbours`, counted in ``n_distances``."""
         idx, dist, n_evaluated = exact_neighbours(centres, width)
         self.n_distances += n_evaluated
@@ -77,7 +77,7 @@ class Search:
 
     def start(self, centres: np.ndarray, sigma2: float) -> None:
         """Called once with the seeds: exact neighbours give K(n) its first C' clusters."""
-        self.exact_idx, self.exact_dist = self.exact_neighbours(centres, self.start_width())
+        self.exact_idx, self.exact_dist = self.counted_neighbours(centres, self.start_width())
         self.init_sets = np.full((len(centres), self.config.n_keep), -1, dtype=np.int32)
         width = min(self.config.n_keep, self.exact_idx.shape[1])
         self.init_sets[:, :width] = self.exact_idx[:, :width]
@@ -118,7 +118,7 @@ class ExhaustiveSearch(Search):
                              thresholds=np.zeros(0))
 
     def update(self, acc, centres, sigma2):
-        self.neighbours = self.exact_neighbours(centres, self.config.n_neighbors)[0]
+        self.neighbours = self.counted_neighbours(centres, self.config.n_neighbors)[0]
 
 
 class EstimatedSearch(Search):
