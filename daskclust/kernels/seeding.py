@@ -1,9 +1,10 @@
-"""Kernels of the seedings: weighted sampling, potentials and AFK-MC2 chains.
+"""Kernels of the seedings: weighted sampling, potentials, AFK-MC2 chains and the k-means|| reduction.
 
 Chunk kernels (``bernoulli_sample``, ``potentials``, ``exponential_keys``) run on
-the workers; ``afkmc2_chains`` runs on the driver over the gathered draws. The
-nearest-candidate searches and the greedy k-means++ reduction are in
-:mod:`daskclust.kernels.ballindex`.
+the workers; ``afkmc2_chains`` and the reduction kernels (``greedy_kmeanspp_balls``,
+``dense_gains``, ``weighted_means``; see :mod:`daskclust.seeding.reduction`) run on
+the driver over the gathered rows. The nearest-candidate searches are in
+:mod:`daskclust.kernels.ballindex` and :mod:`daskclust.kernels.dense`.
 """
 
 from __future__ import annotations
@@ -125,3 +126,201 @@ def afkmc2_chains(first, cands, cand_mass, cand_q, n_clusters, chain_length, key
                 dx = dy
         centres[i] = cands[x]
     return centres
+
+
+# --- the k-means|| reduction on the driver: weighted greedy k-means++ and weighted Lloyd ---
+
+
+@njit
+def _draw_position(u, cum):
+    """The first position p with cum[p] > u * cum[-1] (a draw in proportion to the increments of ``cum``)."""
+    target = u * cum[cum.shape[0] - 1]
+    lo, hi = 0, cum.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cum[mid] > target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def draw_trials(key, counter, mass, out):
+    """out[t] = a position drawn in proportion to ``mass`` with the draw ``counter + t`` of stream
+    ``key`` (positions of zero mass are never drawn while some mass is positive). OUT: out."""
+    cum = np.cumsum(mass)
+    for t in range(out.shape[0]):
+        out[t] = _draw_position(uniform(key, counter + t), cum)
+
+
+@njit
+def _ball_gain(t, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, apply):
+    """(sum_p w_p (d2_p - min(d2_p, ||p - pts[t]||^2)), distances evaluated): what choosing
+    pts[t] as a centre saves, over a ball partition of the points (see ``ballindex``).
+
+    ``gdmax[g]`` is the largest sqrt(d2) in group g: no member can gain when
+    ||pts[t] - g|| >= rho_g + gdmax[g], and only the band of members with
+    | ||pts[t] - g|| - ||p - g|| | < gdmax[g] can. With ``apply`` the new
+    distances are stored and the group statistics (gdmax, gsum = sum w d2) updated.
+    """
+    gain = 0.0
+    n = 0
+    for g in range(gcent.shape[0]):
+        reach = grad[g] + gdmax[g]
+        dct2 = sqdist(pts[t], gcent[g])
+        n += 1
+        if dct2 >= reach * reach:
+            continue
+        dct = np.sqrt(dct2)
+        band = gdmax[g] * (1.0 + 1e-9)  # a margin: the squared test below decides borderline members
+        lo, hi = offsets[g], offsets[g + 1]
+        if not apply:
+            while lo < hi:  # the first member with pdist > dct - band
+                mid = (lo + hi) >> 1
+                if pdist[mid] <= dct - band:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            hi = offsets[g + 1]
+        new_max = 0.0
+        new_sum = 0.0
+        for p in range(lo, hi):
+            cur = d2[p]
+            gap = dct - pdist[p]
+            if not apply and gap <= -band:
+                break  # members are sorted by pdist: every later one is farther still
+            if gap * gap < cur:
+                d = sqdist(pts[p], pts[t])
+                n += 1
+                if d < cur:
+                    gain += wts[p] * (cur - d)
+                    if apply:
+                        d2[p] = d
+                        cur = d
+            if apply:
+                new_max = max(new_max, cur)
+                new_sum += wts[p] * cur
+        if apply:
+            gdmax[g] = np.sqrt(new_max)
+            gsum[g] = new_sum
+    return gain, n
+
+
+@njit(nogil=True, cache=True)
+def greedy_kmeanspp_balls(gcent, grad, offsets, pts, pdist, wts, n_clusters, n_trials, key):
+    """Weighted greedy k-means++ (scikit-learn's ``_kmeans_plusplus``) over a ball partition of the
+    points, exact; returns (chosen positions in partition order, distances evaluated).
+
+    The first centre is drawn in proportion to w; every further step draws
+    ``n_trials`` points in proportion to w d^2 (d: distance to the nearest centre
+    so far) and keeps the one that lowers sum w d^2 most (the first on ties).
+    Draws use stream ``key``, so the result depends on nothing else. The
+    partition prunes where the triangle inequality does (low intrinsic
+    dimension); elsewhere it costs what scikit-learn's matrix of trials does.
+    Serial, like ``ballindex._trial_gains``: numba's parallel threads busy-wait
+    between steps and stall on a loaded machine.
+    """
+    M = pts.shape[0]
+    B = gcent.shape[0]
+    d2 = np.full(M, np.inf)
+    gdmax = np.full(B, np.inf)
+    gsum = np.zeros(B)
+    chosen = np.empty(n_clusters, dtype=np.int64)
+    first = _draw_position(uniform(key, 0), np.cumsum(wts))
+    chosen[0] = first
+    n_dist = _ball_gain(first, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, True)[1]
+    trials = np.empty(n_trials, dtype=np.int64)
+    gains = np.empty(n_trials)
+    counts = np.empty(n_trials, dtype=np.int64)
+    counter = 1
+    for k in range(1, n_clusters):
+        gcum = np.cumsum(gsum)
+        if gcum[B - 1] <= 0.0:  # every point coincides with a centre: take unchosen ones in order
+            chosen[k] = _first_unchosen(chosen, k, M)
+            continue
+        for t in range(n_trials):  # the group in proportion to its mass, then the member within it
+            u = uniform(key, counter)
+            counter += 1
+            g = _draw_position(u, gcum)
+            below = gcum[g - 1] if g > 0 else 0.0
+            target = u * gcum[B - 1] - below
+            acc = 0.0
+            pick = offsets[g + 1] - 1
+            for p in range(offsets[g], offsets[g + 1]):
+                acc += wts[p] * d2[p]
+                if acc > target:
+                    pick = p
+                    break
+            trials[t] = pick
+        for t in range(n_trials):
+            gains[t], counts[t] = _ball_gain(trials[t], gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, False)
+        n_dist += counts.sum()
+        best = trials[np.argmax(gains)]
+        chosen[k] = best
+        n_dist += _ball_gain(best, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, True)[1]
+    return chosen, n_dist
+
+
+@njit
+def _first_unchosen(chosen, k, M):
+    for p in range(M):
+        taken = False
+        for j in range(k):
+            if chosen[j] == p:
+                taken = True
+                break
+        if not taken:
+            return p
+    return 0
+
+
+@njit(nogil=True, cache=True)
+def dense_gains(G, trial_norm, pn, d2, wts, out):
+    """out[r] = sum_i w_i max(0, d2_i - ||p_r - p_i||^2), the distances from the cross products
+    G (trials x M) and squared norms: what adding trial r as a centre saves. OUT: out."""
+    for r in range(G.shape[0]):
+        s = 0.0
+        for i in range(G.shape[1]):
+            d = max(trial_norm[r] + pn[i] - 2.0 * G[r, i], 0.0)
+            if d < d2[i]:
+                s += wts[i] * (d2[i] - d)
+        out[r] = s
+
+
+@njit(nogil=True, cache=True)
+def dense_take_min(g_row, row_norm, pn, d2):
+    """d2 = min(d2, ||p - p_i||^2) for the point p of cross products ``g_row``. IN/OUT: d2."""
+    for i in range(d2.shape[0]):
+        d = max(row_norm + pn[i] - 2.0 * g_row[i], 0.0)
+        d2[i] = min(d2[i], d)
+
+
+@njit(nogil=True, cache=True)
+def weighted_means(P, wts, labels, centres):
+    """centres[c] = the w-weighted mean of the points labelled c (the point itself, exactly, when
+    it is alone); centres without points keep their value. IN/OUT: centres. Returns the number
+    of centres that moved."""
+    C, D = centres.shape
+    sums = np.zeros((C, D))
+    mass = np.zeros(C)
+    count = np.zeros(C, dtype=np.int64)
+    last = np.zeros(C, dtype=np.int64)
+    for i in range(P.shape[0]):
+        c = labels[i]
+        mass[c] += wts[i]
+        count[c] += 1
+        last[c] = i
+        for j in range(D):
+            sums[c, j] += wts[i] * P[i, j]
+    moved = 0
+    for c in range(C):
+        if mass[c] > 0.0:
+            changed = False
+            for j in range(D):
+                value = P[last[c], j] if count[c] == 1 else sums[c, j] / mass[c]
+                if value != centres[c, j]:
+                    changed = True
+                centres[c, j] = value
+            moved += changed
+    return moved
