@@ -19,7 +19,7 @@ from daskclust.kernels.estep import (
     nearest_centre,
 )
 from daskclust.kernels.rng import stream_key, uniform
-from daskclust.kernels.ballindex import ball_nearest, build_ball_index, greedy_kmeanspp_indexed
+from daskclust.kernels.ballindex import ball_nearest, build_ball_index, greedy_kmeanspp_balls
 from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys, potentials
 from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
 
@@ -162,7 +162,7 @@ def test_greedy_kmeanspp_finds_separated_groups():
     centres = np.arange(8)[:, None] * np.array([[100.0, 0.0]])
     P = np.repeat(centres, 20, axis=0) + rng.standard_normal((160, 2))
     index = build_ball_index(P, seed=1)
-    chosen = greedy_kmeanspp_indexed(*index[:5], np.ones(160), 8, 4, stream_key(1))
+    chosen, _ = greedy_kmeanspp_balls(*index[:5], np.ones(160), 8, 4, stream_key(1))
     assert len(set((index[5][chosen] // 20).tolist())) == 8
 
 
@@ -172,7 +172,7 @@ def test_greedy_kmeanspp_weights_steer_the_choice():
     P = np.array([[0.0, 0.0], [0.1, 0.0], [50.0, 0.0], [500.0, 0.0]])
     w = np.array([1000.0, 1000.0, 1.0, 0.0])
     index = build_ball_index(P, seed=0)
-    picks = [index[5][greedy_kmeanspp_indexed(*index[:5], w[index[5]], 2, 3, stream_key(s))] for s in range(30)]
+    picks = [index[5][greedy_kmeanspp_balls(*index[:5], w[index[5]], 2, 3, stream_key(s))[0]] for s in range(30)]
     assert all(3 not in p for p in picks)
     assert sum(p[0] in (0, 1) for p in picks) >= 28
 
@@ -211,13 +211,13 @@ def test_pruning_probe_tells_low_from_high_dimension():
 
 @pytest.mark.parametrize("exact_tail", [0.0, 0.25])
 def test_dense_greedy_covers_separated_groups_in_many_dimensions(exact_tail):
-    from daskclust.kernels.dense import greedy_kmeanspp_dense
+    from daskclust.seeding.reduction import greedy_kmeanspp
 
     rng = np.random.default_rng(8)
     centres = rng.uniform(-10, 10, (40, 64))
     labels = np.repeat(np.arange(40), 10)
     P = centres[labels] + rng.standard_normal((400, 64))
-    chosen = greedy_kmeanspp_dense(P, np.ones(400), 40, 3, seed=1, exact_tail=exact_tail)
+    chosen, _ = greedy_kmeanspp(P, np.ones(400), 40, 3, stream_key(1), dense=True, exact_tail=exact_tail)
     assert len(set(chosen.tolist())) == 40
     if exact_tail:  # the exact tail never leaves a group without a centre
         assert len(set(labels[chosen].tolist())) == 40

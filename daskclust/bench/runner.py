@@ -25,23 +25,29 @@ SUITES = {
     "scaling": "daskclust.bench.scaling",
     "throughput": "daskclust.bench.throughput",
     "outofcore": "daskclust.bench.outofcore",
+    "realdata": "daskclust.bench.realdata",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
 
 
 @dataclass
 class Table:
-    """A suite's results: a title, column names, rows (lists) and notes printed under the table."""
+    """A suite's results: a title, column names, rows (lists), notes printed under the table as
+    a list and prose paragraphs after them (written by the suite from the same run's values)."""
 
     title: str
     columns: list[str]
     rows: list[list] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    prose: list[str] = field(default_factory=list)
 
     def markdown(self) -> str:
         lines = [f"| {' | '.join(self.columns)} |", f"|{'|'.join('---' for _ in self.columns)}|"]
         lines += [f"| {' | '.join(_fmt(v) for v in row)} |" for row in self.rows]
-        return "\n".join(lines + [""] + [f"- {note}" for note in self.notes])
+        lines += [""] + [f"- {note}" for note in self.notes]
+        for paragraph in self.prose:
+            lines += ["", paragraph]
+        return "\n".join(lines)
 
     def records(self) -> list[dict]:
         return [dict(zip(self.columns, row)) for row in self.rows]
@@ -75,8 +81,9 @@ def machine() -> dict:
 
 def run(suites: list[str] | None, output: str, docs: str | Path | None = None) -> int:
     """Run the named suites (default: all), print, append JSON lines to ``output``, refresh the docs."""
-    from ..engine.cluster import start_local_cluster
     from distributed import Client
+
+    from ..engine.cluster import start_local_cluster
 
     names = suites or list(SUITES)
     unknown = [n for n in names if n not in SUITES]
@@ -97,8 +104,7 @@ def run(suites: list[str] | None, output: str, docs: str | Path | None = None) -
         print(f"\n## {table.title}  ({seconds:.0f} s)\n")
         print(table.markdown())
         with open(output, "a") as fh:
-            for record in table.records():
-                fh.write(json.dumps({"suite": name, "time": time.time(), "machine": info, **record}) + "\n")
+            fh.writelines(json.dumps({"suite": name, "time": time.time(), "machine": info, **record}) + "\n" for record in table.records())
         if docs_path.parent.is_dir():
             update_docs(docs_path, name, table, module.COMMAND, info)
     return 0
@@ -113,6 +119,6 @@ def update_docs(path: Path, name: str, table: Table, command: str, info: dict) -
         f"Python {info['python']}; {libs}.\n\n{table.markdown()}\n<!-- /bench:{name} -->"
     )
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.S)
+    pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->", re.DOTALL)
     text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
     path.write_text(text)

@@ -22,6 +22,7 @@ from numba import njit
 
 from .estep import sqdist
 from .rng import uniform
+from .seeding import draw_position
 
 
 @njit(nogil=True, cache=True)
@@ -121,44 +122,21 @@ def build_ball_index(points: np.ndarray, ids: np.ndarray | None = None, n_groups
 
 
 @njit
-def _draw_group_member(u, gcum, offsets, wts, d2):
-    """Position drawn with probability proportional to wts * d2; ``gcum`` holds the
-    cumulative group sums of wts * d2 (the group is found by bisection)."""
-    B = gcum.shape[0]
-    target = u * gcum[B - 1]
-    lo, hi = 0, B - 1
-    while lo < hi:  # the first group whose cumulative mass exceeds the target
-        mid = (lo + hi) >> 1
-        if gcum[mid] > target:
-            hi = mid
-        else:
-            lo = mid + 1
-    g = lo
-    if gcum[g] > target and g > 0:
-        target -= gcum[g - 1]
-    acc = 0.0
-    for p in range(offsets[g], offsets[g + 1]):
-        acc += wts[p] * d2[p]
-        if acc > target:
-            return p
-    return offsets[g + 1] - 1
+def _ball_gain(t, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, apply):
+    """(sum_p w_p (d2_p - min(d2_p, ||p - pts[t]||^2)), distances evaluated): what choosing
+    pts[t] as a centre saves, over a ball partition of the points (see ``ballindex``).
 
-
-@njit
-def _gain(t, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, apply, gsum):
-    """sum_p w_p (d2_p - min(d2_p, ||p - pts[t]||^2)): what choosing pts[t] saves.
-
-    ``gdmax[g]`` is the largest current distance sqrt(d2) in group g: no member
-    can gain when ||pts[t] - g|| >= rho_g + gdmax[g], and only the band of
-    members with | ||pts[t] - g|| - ||p - g|| | < gdmax[g] can (its start found
-    by bisection). With ``apply`` every member is visited: the new distances
-    are stored and the group statistics updated.
+    ``gdmax[g]`` is the largest sqrt(d2) in group g: no member can gain when
+    ||pts[t] - g|| >= rho_g + gdmax[g], and only the band of members with
+    | ||pts[t] - g|| - ||p - g|| | < gdmax[g] can. With ``apply`` the new
+    distances are stored and the group statistics (gdmax, gsum = sum w d2) updated.
     """
-    B = gcent.shape[0]
     gain = 0.0
-    for g in range(B):
+    n = 0
+    for g in range(gcent.shape[0]):
         reach = grad[g] + gdmax[g]
         dct2 = sqdist(pts[t], gcent[g])
+        n += 1
         if dct2 >= reach * reach:
             continue
         dct = np.sqrt(dct2)
@@ -181,6 +159,7 @@ def _gain(t, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, apply, gsum):
                 break  # members are sorted by pdist: every later one is farther still
             if gap * gap < cur:
                 d = sqdist(pts[p], pts[t])
+                n += 1
                 if d < cur:
                     gain += wts[p] * (cur - d)
                     if apply:
@@ -192,29 +171,22 @@ def _gain(t, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, apply, gsum):
         if apply:
             gdmax[g] = np.sqrt(new_max)
             gsum[g] = new_sum
-    return gain
+    return gain, n
 
 
 @njit(nogil=True, cache=True)
-def _trial_gains(trials, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, gains):
-    """Gains of the trial points (read-only on the shared state). OUT: gains.
+def greedy_kmeanspp_balls(gcent, grad, offsets, pts, pdist, wts, n_clusters, n_trials, key):
+    """Weighted greedy k-means++ (scikit-learn's ``_kmeans_plusplus``) over a ball partition of the
+    points, exact; returns (chosen positions in partition order, distances evaluated).
 
-    Serial: with ``parallel=True`` numba's threads busy-wait between steps, and on a loaded
-    machine the greedy step took 0.4-4 s instead of 0.03 s."""
-    for t in range(trials.shape[0]):
-        gains[t] = _gain(trials[t], gcent, grad, offsets, pts, pdist, wts, d2, gdmax, False, gsum)
-
-
-@njit(nogil=True, cache=True)
-def greedy_kmeanspp_indexed(gcent, grad, offsets, pts, pdist, wts, n_clusters, n_trials, key):
-    """Weighted greedy k-means++ (Arthur & Vassilvitskii 2007; scikit-learn's greedy variant)
-    on indexed points, exact, pruned with the ball partition.
-
-    Each step draws ``n_trials`` candidates with probability proportional to
-    w d^2 and keeps the one that lowers sum w d^2 most (the first on ties).
-    ``wts`` are the weights of ``pts`` (index order). Returns the chosen
-    positions (index order). Runs on the driver; the trials of a step are
-    evaluated on all its cores, which does not change the result.
+    The first centre is drawn in proportion to w; every further step draws
+    ``n_trials`` points in proportion to w d^2 (d: distance to the nearest centre
+    so far) and keeps the one that lowers sum w d^2 most (the first on ties).
+    Draws use stream ``key``, so the result depends on nothing else. The
+    partition prunes where the triangle inequality does (low intrinsic
+    dimension); elsewhere it costs what scikit-learn's matrix of trials does.
+    Serial: numba's parallel threads busy-wait
+    between steps and stall on a loaded machine.
     """
     M = pts.shape[0]
     B = gcent.shape[0]
@@ -222,21 +194,49 @@ def greedy_kmeanspp_indexed(gcent, grad, offsets, pts, pdist, wts, n_clusters, n
     gdmax = np.full(B, np.inf)
     gsum = np.zeros(B)
     chosen = np.empty(n_clusters, dtype=np.int64)
-    ones = np.ones(M)
-    group_w = np.array([wts[offsets[g]:offsets[g + 1]].sum() for g in range(B)])
-    first = _draw_group_member(uniform(key, 0), np.cumsum(group_w), offsets, wts, ones)  # in proportion to w
+    first = draw_position(uniform(key, 0), np.cumsum(wts))
     chosen[0] = first
-    _gain(first, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, True, gsum)
+    n_dist = _ball_gain(first, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, True)[1]
     trials = np.empty(n_trials, dtype=np.int64)
     gains = np.empty(n_trials)
+    counts = np.empty(n_trials, dtype=np.int64)
     counter = 1
     for k in range(1, n_clusters):
         gcum = np.cumsum(gsum)
-        for t in range(n_trials):
-            trials[t] = _draw_group_member(uniform(key, counter), gcum, offsets, wts, d2)
+        if gcum[B - 1] <= 0.0:  # every point coincides with a centre: take unchosen ones in order
+            chosen[k] = _first_unchosen(chosen, k, M)
+            continue
+        for t in range(n_trials):  # the group in proportion to its mass, then the member within it
+            u = uniform(key, counter)
             counter += 1
-        _trial_gains(trials, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, gains)
+            g = draw_position(u, gcum)
+            below = gcum[g - 1] if g > 0 else 0.0
+            target = u * gcum[B - 1] - below
+            acc = 0.0
+            pick = offsets[g + 1] - 1
+            for p in range(offsets[g], offsets[g + 1]):
+                acc += wts[p] * d2[p]
+                if acc > target:
+                    pick = p
+                    break
+            trials[t] = pick
+        for t in range(n_trials):
+            gains[t], counts[t] = _ball_gain(trials[t], gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, False)
+        n_dist += counts.sum()
         best = trials[np.argmax(gains)]
         chosen[k] = best
-        _gain(best, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, True, gsum)
-    return chosen
+        n_dist += _ball_gain(best, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, True)[1]
+    return chosen, n_dist
+
+
+@njit
+def _first_unchosen(chosen, k, M):
+    for p in range(M):
+        taken = False
+        for j in range(k):
+            if chosen[j] == p:
+                taken = True
+                break
+        if not taken:
+            return p
+    return 0

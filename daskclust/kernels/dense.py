@@ -50,84 +50,24 @@ def dense_nearest(X: np.ndarray, cands: np.ndarray, offset: int, mind2: np.ndarr
 
 
 @njit(nogil=True, cache=True)
-def _gains(G, rows_norm, pn, d2, wts, out):
-    """out[r] = sum_i w_i max(0, d2_i - ||p_r - p_i||^2) with ||p_r - p_i||^2 from the
-    cross products G (rows x M): what adding point r as a centre saves. OUT: out."""
+def dense_gains(G, trial_norm, pn, d2, wts, out):
+    """out[r] = sum_i w_i max(0, d2_i - ||p_r - p_i||^2), the distances from the cross products
+    G (trials x M) and squared norms: what adding trial r as a centre saves. OUT: out."""
     for r in range(G.shape[0]):
         s = 0.0
         for i in range(G.shape[1]):
-            d = max(rows_norm[r] + pn[i] - 2.0 * G[r, i], 0.0)
+            d = max(trial_norm[r] + pn[i] - 2.0 * G[r, i], 0.0)
             if d < d2[i]:
                 s += wts[i] * (d2[i] - d)
         out[r] = s
 
 
 @njit(nogil=True, cache=True)
-def _take_min(g_row, row_norm, pn, d2):
+def dense_take_min(g_row, row_norm, pn, d2):
     """d2 = min(d2, ||p - p_i||^2) for the point p of cross products ``g_row``. IN/OUT: d2."""
     for i in range(d2.shape[0]):
         d = max(row_norm + pn[i] - 2.0 * g_row[i], 0.0)
-        if d < d2[i]:
-            d2[i] = d
-
-
-def greedy_kmeanspp_dense(P: np.ndarray, wts: np.ndarray, n_clusters: int, n_trials: int, seed: int,
-                          exact_tail: float = 0.0625, batch: int = 32) -> np.ndarray:
-    """Weighted greedy k-means++ with matrix products, finished by exact (lazy) greedy steps.
-
-    The first steps are scikit-learn's greedy k-means++: ``n_trials``
-    candidates drawn in proportion to w d^2, the one lowering sum w d^2 most
-    kept. In many dimensions d^2 varies little (all points of a blob are about
-    sqrt(2 D) apart), so once most clusters are covered the draws rarely land in
-    an uncovered one and the last centres double up. The last ``exact_tail``
-    fraction of the steps therefore takes the candidate of largest gain among
-    all of them, evaluated lazily: gains only shrink as centres are added, so
-    stale gains are upper bounds and only the ``batch`` largest are recomputed
-    until the best recomputed one beats every stale bound. Returns the chosen indices.
-    """
-    rng = np.random.default_rng([seed, 22])
-    P = np.ascontiguousarray(P, dtype=np.float64)
-    wts = np.ascontiguousarray(wts, dtype=np.float64)
-    M = len(P)
-    pn = np.einsum("md,md->m", P, P)
-
-    def gains_of(idx):
-        G = P[idx] @ P.T
-        out = np.empty(len(idx))
-        _gains(G, pn[idx], pn, d2, wts, out)
-        return out, G
-
-    chosen = np.empty(n_clusters, dtype=np.int64)
-    chosen[0] = min(int(np.searchsorted(np.cumsum(wts), rng.random() * wts.sum(), side="right")), M - 1)
-    d2 = np.full(M, np.inf)
-    _take_min(P @ P[chosen[0]], pn[chosen[0]], pn, d2)
-    n_sampled = max(1, n_clusters - int(exact_tail * n_clusters))
-    for k in range(1, n_sampled):
-        mass = np.cumsum(wts * d2)
-        trials = np.minimum(np.searchsorted(mass, rng.random(n_trials) * mass[-1], side="right"), M - 1)
-        gains, G = gains_of(trials)
-        best = int(np.argmax(gains))
-        chosen[k] = trials[best]
-        _take_min(G[best], pn[trials[best]], pn, d2)
-    if n_sampled == n_clusters:
-        return chosen
-    stale = np.concatenate([gains_of(np.arange(s, min(s + 1024, M)))[0] for s in range(0, M, 1024)])
-    stale[chosen[:n_sampled]] = -np.inf
-    for k in range(n_sampled, n_clusters):
-        while True:
-            top = np.argpartition(stale, -batch)[-batch:] if M > batch else np.arange(M)
-            gains, G = gains_of(top)
-            stale[top] = gains
-            best = int(np.argmax(gains))
-            stale[top[best]] = -np.inf
-            beaten = stale.max() <= gains[best]
-            stale[top[best]] = gains[best]
-            if beaten:
-                break
-        chosen[k] = top[best]
-        stale[top[best]] = -np.inf
-        _take_min(G[best], pn[top[best]], pn, d2)
-    return chosen
+        d2[i] = min(d2[i], d)
 
 
 def pruning_fails(points: np.ndarray, seed: int = 0, probe: int = 256, threshold: float = 0.3) -> bool:

@@ -1,9 +1,11 @@
-"""Kernels of the seedings: weighted sampling, potentials and AFK-MC2 chains.
+"""Kernels of the seedings: weighted sampling, potentials, AFK-MC2 chains and the k-means|| reduction.
 
 Chunk kernels (``bernoulli_sample``, ``potentials``, ``exponential_keys``) run on
-the workers; ``afkmc2_chains`` runs on the driver over the gathered draws. The
-nearest-candidate searches and the greedy k-means++ reduction are in
-:mod:`daskclust.kernels.ballindex`.
+the workers; ``afkmc2_chains`` and the reduction's ``draw_trials`` and
+``weighted_means`` (see :mod:`daskclust.seeding.reduction`) run on the driver over
+the gathered rows. The nearest-candidate searches and the greedy k-means++ steps
+are in :mod:`daskclust.kernels.ballindex` (pruned by a ball partition) and
+:mod:`daskclust.kernels.dense` (matrix products).
 """
 
 from __future__ import annotations
@@ -125,3 +127,59 @@ def afkmc2_chains(first, cands, cand_mass, cand_q, n_clusters, chain_length, key
                 dx = dy
         centres[i] = cands[x]
     return centres
+
+
+# --- the k-means|| reduction on the driver: weighted greedy k-means++ and weighted Lloyd ---
+
+
+@njit
+def draw_position(u, cum):
+    """The first position p with cum[p] > u * cum[-1] (a draw in proportion to the increments of ``cum``)."""
+    target = u * cum[cum.shape[0] - 1]
+    lo, hi = 0, cum.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cum[mid] > target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def draw_trials(key, counter, mass, out):
+    """out[t] = a position drawn in proportion to ``mass`` with the draw ``counter + t`` of stream
+    ``key`` (positions of zero mass are never drawn while some mass is positive). OUT: out."""
+    cum = np.cumsum(mass)
+    for t in range(out.shape[0]):
+        out[t] = draw_position(uniform(key, counter + t), cum)
+
+
+@njit(nogil=True, cache=True)
+def weighted_means(P, wts, labels, centres):
+    """centres[c] = the w-weighted mean of the points labelled c (the point itself, exactly, when
+    it is alone); centres without points keep their value. IN/OUT: centres. Returns the number
+    of centres that moved."""
+    C, D = centres.shape
+    sums = np.zeros((C, D))
+    mass = np.zeros(C)
+    count = np.zeros(C, dtype=np.int64)
+    last = np.zeros(C, dtype=np.int64)
+    for i in range(P.shape[0]):
+        c = labels[i]
+        mass[c] += wts[i]
+        count[c] += 1
+        last[c] = i
+        for j in range(D):
+            sums[c, j] += wts[i] * P[i, j]
+    moved = 0
+    for c in range(C):
+        if mass[c] > 0.0:
+            changed = False
+            for j in range(D):
+                value = P[last[c], j] if count[c] == 1 else sums[c, j] / mass[c]
+                if value != centres[c, j]:
+                    changed = True
+                centres[c, j] = value
+            moved += changed
+    return moved

@@ -9,8 +9,11 @@ Registry (unknown names list the valid ones):
 
 ``"k-means||"``  Bahmani et al. 2012: ``init_rounds`` rounds of oversampling
                  l = oversampling_factor * C rows in proportion to w d^2, then
-                 weighted greedy k-means++ on the candidates. Default: on the
-                 BIRCH grid it ends below scikit-learn's greedy k-means++ quality.
+                 k-means on the candidates weighted by the rows nearest to them
+                 (greedy k-means++ and Lloyd, best of a few restarts where C is
+                 small; :mod:`daskclust.seeding.reduction`). Default: on the
+                 BIRCH grid and the real sets of ``daskclust bench --suite
+                 realdata`` Lloyd from it ends below scikit-learn's greedy k-means++.
 ``"afkmc2"``     Bachem et al. 2016 (seed 000, 003): Markov chains of length
                  ``chain_length`` over one pass of proposal draws.
 ``"k-means++"``  greedy k-means++ (Arthur & Vassilvitskii 2007), exact; two

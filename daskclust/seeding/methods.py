@@ -6,12 +6,8 @@ the row's seed centre and W = sum_n w_n, and leaves ``seed_label`` on every chun
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from ..kernels.ballindex import build_ball_index, greedy_kmeanspp_indexed
-from ..kernels.dense import greedy_kmeanspp_dense, pruning_fails
 from ..kernels.rng import stream_key
 from ..kernels.seeding import afkmc2_chains
 from .ops import (
@@ -25,25 +21,27 @@ from .ops import (
     ProposalDrawOp,
     ProposalMassOp,
     keep_drawn,
+    pruning_test,
 )
-
-
-def _n_trials(n_clusters: int) -> int:
-    """Candidates per greedy k-means++ step: 2 + log(C), as in scikit-learn."""
-    return 2 + int(math.log(n_clusters))
-
+from .reduction import n_trials as _n_trials
+from .reduction import reduce_candidates
 
 PROBE_ROWS = 256
 """Rows drawn (in proportion to w) to measure whether ball indexes prune on this data."""
 
 DENSE_SAMPLE = 32
-"""Where pruning fails, the k-means|| rounds see about DENSE_SAMPLE rows per cluster."""
+DENSE_BUDGET = 1 << 35
+"""Where pruning fails, each k-means|| candidate costs a distance for every row the rounds see,
+so they see all rows (and the candidate weights are exact counts) unless that costs more than
+DENSE_BUDGET multiply-adds (about a second of matrix products on two cores, e.g. up to 232,000
+rows of 74 features at C = 200); beyond, a uniform sample of rows within that budget, at least
+DENSE_SAMPLE per cluster, with weights scaled up (candidate weights then estimated)."""
 
-REDUCTION_TRIALS = 6
-"""The k-means|| reduction tries REDUCTION_TRIALS * (2 + log C) candidates per greedy
-step: on the BIRCH grid (C = 1024, 5 seeds) Lloyd then ends 7 % below scikit-learn's
-greedy k-means++ quality, against 1 % with 2 + log C trials; the ball index keeps
-the reduction well under a second at C = 4096."""
+
+def dense_rows(n_clusters: int, n_features: int, oversampling_factor: float, init_rounds: int) -> int:
+    """Rows the k-means|| rounds see at most where pruning fails (see DENSE_BUDGET)."""
+    per_row = max(1.0, oversampling_factor * n_clusters * init_rounds * n_features)
+    return max(DENSE_SAMPLE * n_clusters, int(DENSE_BUDGET / per_row))
 
 
 def _draw_first(engine, seed: int) -> np.ndarray:
@@ -53,9 +51,10 @@ def _draw_first(engine, seed: int) -> np.ndarray:
 
 def assign(engine, centres: np.ndarray, seed: int, n_dist: int = 0):
     """Last pass of a seeding: every row's exact nearest centre; returns (centres, qe, W, n_dist)."""
-    index = NearestIndex(centres, dense=pruning_fails(centres, seed), seed=seed)
+    dense, n_test = pruning_test(centres, seed)
+    index = NearestIndex(centres, dense=dense, seed=seed)
     out = engine.map_reduce(AssignOp(index))
-    return centres, out["qe"][0], out["W"][0], n_dist + int(out["n_dist"][0])
+    return centres, out["qe"][0], out["W"][0], n_dist + n_test + index.n_build + int(out["n_dist"][0])
 
 
 def random_rows(engine, n_clusters: int, *, seed: int, **_):
@@ -72,7 +71,8 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
     D = engine.data.n_features
     centres = np.empty((n_clusters, D))
     centres[0] = _draw_first(engine, seed)
-    n_dist = int(engine.map_reduce(NearestUpdateOp(NearestIndex(centres[:1]), 0, reset=True))["n_dist"][0])
+    index = NearestIndex(centres[:1])
+    n_dist = int(engine.map_reduce(NearestUpdateOp(index, 0, reset=True))["n_dist"][0]) + index.n_build
     trials = _n_trials(n_clusters)
     for k in range(1, n_clusters):
         cands = engine.map_reduce(DrawOp(seed, k, trials, D, by_distance=True))["X"]
@@ -80,8 +80,9 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
             cands = centres[k - 1 : k]
         pots = engine.map_reduce(PotentialsOp(cands))
         centres[k] = cands[int(np.argmin(pots["pot"]))]
-        upd = engine.map_reduce(NearestUpdateOp(NearestIndex(centres[k : k + 1], k), 0))
-        n_dist += int(pots["n_dist"][0] + upd["n_dist"][0])
+        index = NearestIndex(centres[k : k + 1], k)
+        upd = engine.map_reduce(NearestUpdateOp(index, 0))
+        n_dist += int(pots["n_dist"][0] + upd["n_dist"][0]) + index.n_build
     return assign(engine, centres, seed, n_dist)
 
 
@@ -92,23 +93,30 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversamp
     Round r keeps each row with probability min(1, l w d^2 / phi), l =
     oversampling_factor * C, phi = sum w d^2, then lowers d^2 with the new
     candidates exactly; the rows of round r + 1 are drawn in the pass that lowers
-    d^2 for round r (see ``NearestUpdateOp``). The first pass's probe of PROBE_ROWS rows decides how: ball indexes
-    where the triangle inequality prunes; otherwise matrix products, with the
-    rounds run on a uniform sample of DENSE_SAMPLE * C rows (weights scaled up)
-    since each candidate then costs a full distance for every row. The candidates, weighted by the mass
-    of the rows nearest to them, are reduced to C centres by weighted greedy
-    k-means++ on the driver; each row's seed centre is its nearest candidate's
-    nearest centre (with ball indexes) or found by an exact pass (matrix products).
+    d^2 for round r (see ``NearestUpdateOp``). The first pass's probe of
+    PROBE_ROWS rows decides how: ball indexes where the triangle inequality
+    prunes; otherwise matrix products, each candidate then costing a distance for
+    every row the rounds see, so the rounds see all rows unless that exceeds a
+    budget, and then a uniform sample (weights scaled up; ``dense_rows``). The
+    last pass gives each candidate the mass of the rows nearest to it (exact
+    counts when the rounds saw every row, else their unbiased estimate); the
+    weighted candidates are reduced to C centres by k-means on the driver
+    (:func:`~daskclust.seeding.reduction.reduce_candidates`: weighted greedy
+    k-means++, then weighted Lloyd, best of a few runs where C is small). Each
+    row's seed centre is its nearest candidate's nearest centre (with ball
+    indexes) or found by an exact pass (matrix products). Every distance is
+    counted, the driver's (index builds, the reduction) included.
     """
     D = engine.data.n_features
-    dense = pruning_fails(probe["X"], seed)
-    rate = min(1.0, DENSE_SAMPLE * n_clusters / engine.data.n_samples) if dense else 1.0
+    dense, n_dist = pruning_test(probe["X"], seed)
+    n_rows = dense_rows(n_clusters, D, oversampling_factor, init_rounds)
+    rate = min(1.0, n_rows / engine.data.n_samples) if dense else 1.0
     cands = probe["X"][np.argmin(probe["key"])][None, :]  # the first draw: a row drawn in proportion to w
     ell = oversampling_factor * n_clusters
-    common = dict(n_features=D, rate=rate, seed=seed)  # each update pass also draws the next round's rows
-    out = engine.map_reduce(NearestUpdateOp(NearestIndex(cands, seed=seed), 1, reset=True, oversample=ell, step=1,
-                                            **common))
-    n_dist = int(out["n_dist"][0])
+    common = {"n_features": D, "rate": rate, "seed": seed}  # each update pass also draws the next round's rows
+    index = NearestIndex(cands, seed=seed)
+    out = engine.map_reduce(NearestUpdateOp(index, 1, reset=True, oversample=ell, step=1, **common))
+    n_dist += int(out["n_dist"][0]) + index.n_build
     for r in range(1, init_rounds + 1):
         phi = out["phi"][0]
         if phi <= 0:
@@ -125,42 +133,19 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversamp
         out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new), oversample=ell_next, step=r + 1,
                                                 **common))
         cands = np.concatenate([cands, new])
-        n_dist += int(out["n_dist"][0])
+        n_dist += int(out["n_dist"][0]) + index.n_build
     mass = out["mass"]
     if len(mass) < len(cands):  # no round added rows after the first pass
         mass = np.pad(mass, (0, len(cands) - len(mass)))
-    centres, centre_of = _reduce_candidates(cands, mass, n_clusters, seed, bool(dense))
-    if centres is None:  # fewer distinct candidates than clusters: exact assignment instead
-        return assign(engine, _complete(engine, cands, n_clusters, seed), seed, n_dist)
+    reduced = reduce_candidates(cands, mass, n_clusters, seed, bool(dense))
+    if reduced is None:  # fewer distinct candidates than clusters: exact assignment instead
+        centres, n = _complete(engine, cands, n_clusters, seed)
+        return assign(engine, centres, seed, n_dist + n)
+    n_dist += reduced.n_dist
     if dense:  # in many dimensions the nearest candidate's centre is often not the row's
-        return assign(engine, centres, seed, n_dist)
-    mapped = engine.map_reduce(MapLabelsOp(centre_of, centres))
-    return centres, mapped["qe"][0], mapped["W"][0], n_dist + int(mapped["n_dist"][0])
-
-
-def _reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed: int, dense: bool):
-    """Weighted greedy k-means++ on the candidates; also each candidate's nearest centre.
-
-    With the ball index each step tries REDUCTION_TRIALS (2 + log C) candidates;
-    with matrix products, where a trial costs a pass over all candidates, 2 + log C.
-    """
-    keep = mass > 0
-    cands, mass = cands[keep], mass[keep]
-    if len(cands) < n_clusters:
-        return None, None
-    if dense:
-        centres = cands[greedy_kmeanspp_dense(cands, mass, n_clusters, _n_trials(n_clusters), seed)]
-    else:
-        index = build_ball_index(cands, seed=seed)
-        trials = REDUCTION_TRIALS * _n_trials(n_clusters)
-        chosen = greedy_kmeanspp_indexed(*index[:5], mass[index[5]], n_clusters, trials, stream_key(seed, 21))
-        centres = index[3][chosen]
-    nearest = np.zeros(len(cands), dtype=np.int32)
-    NearestIndex(centres, dense=dense, seed=seed).search(np.ascontiguousarray(cands), np.full(len(cands), np.inf),
-                                                         nearest)
-    centre_of = np.zeros(len(keep), dtype=np.int32)
-    centre_of[np.flatnonzero(keep)] = nearest
-    return centres, centre_of
+        return assign(engine, reduced.centres, seed, n_dist)
+    mapped = engine.map_reduce(MapLabelsOp(reduced.centre_of, reduced.centres))
+    return reduced.centres, mapped["qe"][0], mapped["W"][0], n_dist + int(mapped["n_dist"][0])
 
 
 def _distinct(rows: np.ndarray) -> np.ndarray:
@@ -176,8 +161,9 @@ def _fill(rows: np.ndarray, n_clusters: int) -> np.ndarray:
     return distinct[np.arange(n_clusters) % len(distinct)]
 
 
-def _complete(engine, cands: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
-    """``n_clusters`` centres from ``cands``, distinct as far as the data allow.
+def _complete(engine, cands: np.ndarray, n_clusters: int, seed: int) -> tuple[np.ndarray, int]:
+    """``n_clusters`` centres from ``cands``, distinct as far as the data allow, and the distances
+    evaluated finding them.
 
     Too few distinct candidates (nearly all rows identical, N close to C) are topped
     up with rows drawn in proportion to w d^2 to them, so rows equal to a candidate
@@ -188,15 +174,18 @@ def _complete(engine, cands: np.ndarray, n_clusters: int, seed: int) -> np.ndarr
     D = engine.data.n_features
     cands = _distinct(cands)
     step = 99
+    n_dist = 0
     while len(cands) < n_clusters:
-        index = NearestIndex(cands, dense=pruning_fails(cands, seed), seed=seed)
-        engine.map_reduce(NearestUpdateOp(index, 0, reset=True))
+        dense, n_test = pruning_test(cands, seed)
+        index = NearestIndex(cands, dense=dense, seed=seed)
+        out = engine.map_reduce(NearestUpdateOp(index, 0, reset=True))
+        n_dist += n_test + index.n_build + int(out["n_dist"][0])
         extra = engine.map_reduce(DrawOp(seed, step, n_clusters - len(cands), D, by_distance=True))["X"]
         if len(extra) == 0:
             break
         cands = _distinct(np.concatenate([cands, extra]))
         step += 1
-    return _fill(cands, n_clusters)
+    return _fill(cands, n_clusters), n_dist
 
 
 def afkmc2(engine, n_clusters: int, *, seed: int, chain_length: int = 5, **_):
@@ -222,4 +211,5 @@ def afkmc2(engine, n_clusters: int, *, seed: int, chain_length: int = 5, **_):
                             draws["key"][order], n_clusters, chain_length, key)
     n_dist = engine.data.n_samples + n_draws * n_clusters // 2
     # a chain whose draws all coincide with earlier centres repeats one (few distinct rows, N close to C)
-    return assign(engine, _complete(engine, centres, n_clusters, seed), seed, n_dist)
+    centres, n = _complete(engine, centres, n_clusters, seed)
+    return assign(engine, centres, seed, n_dist + n)

@@ -23,12 +23,41 @@ from ..kernels.validation import max_abs
 STREAM_DRAW, STREAM_BERNOULLI, STREAM_PROPOSAL, STREAM_SAMPLE = 11, 12, 13, 14
 
 
+BALL_LLOYD_STEPS = 3
+"""The Lloyd steps ``build_ball_index`` takes by default (its distance count depends on them)."""
+
+
+def ball_index_distances(n_points: int, lloyd_steps: int = BALL_LLOYD_STEPS) -> int:
+    """Distances ``build_ball_index`` evaluates for ``n_points`` points: every point against
+    every one of the B = floor(sqrt(M)) group centres per assignment (``lloyd_steps`` + 1 of
+    them), then once more to its own group centre."""
+    n_groups = max(1, min(n_points, int(np.sqrt(n_points))))
+    return (lloyd_steps + 1) * n_points * n_groups + n_points
+
+
+def pruning_test(points: np.ndarray, seed: int = 0, probe: int = 256, threshold: float = 0.3) -> tuple[bool, int]:
+    """(whether a ball index over ``points`` would evaluate more than ``threshold`` of them per
+    query, distances the measurement evaluated): :func:`daskclust.kernels.dense.pruning_fails`,
+    same draws and decision, with its distances counted for the seeding's counter."""
+    if len(points) < 64:
+        return False, 0
+    rng = np.random.default_rng([seed, 73])
+    perm = rng.permutation(len(points))
+    half = len(points) // 2
+    indexed, queries = points[perm[:half]], points[perm[half:half + probe]]
+    index = build_ball_index(indexed, seed=seed, lloyd_steps=BALL_LLOYD_STEPS)
+    n_eval = ball_nearest(np.ascontiguousarray(queries, dtype=np.float64), *index, np.full(len(queries), np.inf),
+                          np.zeros(len(queries), dtype=np.int32))
+    return n_eval > threshold * len(queries) * half, int(n_eval) + ball_index_distances(half)
+
+
 class NearestIndex:
     """Exact-nearest search over a set of points, as sent to the workers.
 
     A ball index (:mod:`daskclust.kernels.ballindex`) where the triangle
     inequality prunes (low intrinsic dimension), otherwise blocks of matrix
     products (:mod:`daskclust.kernels.dense`). Points are numbered from ``offset``.
+    ``n_build`` is the number of distances building it took (on the driver).
     """
 
     def __init__(self, points: np.ndarray, offset: int = 0, *, dense: bool = False, seed: int = 0):
@@ -36,8 +65,11 @@ class NearestIndex:
         self.dense = dense
         if dense:
             self.points = np.ascontiguousarray(points, dtype=np.float64)
+            self.n_build = 0
         else:
-            self.index = build_ball_index(points, offset + np.arange(len(points)), seed=seed + offset)
+            self.index = build_ball_index(points, offset + np.arange(len(points)), seed=seed + offset,
+                                          lloyd_steps=BALL_LLOYD_STEPS)
+            self.n_build = ball_index_distances(len(points))
 
     def search(self, X: np.ndarray, mind2: np.ndarray, label: np.ndarray) -> int:
         """Lower ``mind2`` / ``label`` (IN/OUT) of each row of X; returns distances evaluated."""

@@ -1,0 +1,162 @@
+"""The k-means|| reduction on the driver (daskclust.seeding.reduction) against numpy references,
+and the distance counts of the seeding's driver-side work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daskclust.kernels import ballindex
+from daskclust.kernels.ballindex import build_ball_index, greedy_kmeanspp_balls
+from daskclust.kernels.dense import pruning_fails
+from daskclust.kernels.rng import stream_key, uniform
+from daskclust.kernels.seeding import weighted_means
+from daskclust.seeding.ops import ball_index_distances, pruning_test
+from daskclust.seeding.reduction import greedy_kmeanspp, n_restarts, reduce_candidates, weighted_lloyd
+
+
+def sq_distances(A, B):
+    return ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+
+
+def reference_greedy(P, w, n_clusters, n_trials, key):
+    """scikit-learn's greedy k-means++ (weighted) in plain numpy, drawing with the kernels'
+    counter-based stream: draw 0 picks the first centre in proportion to w, draws
+    1 + (k - 1) n_trials + t the trials of step k in proportion to w d^2."""
+    def draw(u, mass):
+        cum = np.cumsum(mass)
+        return int(np.searchsorted(cum, u * cum[-1], side="right"))
+
+    D2 = sq_distances(P, P)
+    chosen = [draw(uniform(key, 0), w)]
+    d2 = D2[chosen[0]].copy()
+    for k in range(1, n_clusters):
+        trials = [draw(uniform(key, 1 + (k - 1) * n_trials + t), w * d2) for t in range(n_trials)]
+        pots = [(w * np.minimum(d2, D2[t])).sum() for t in trials]
+        best = trials[int(np.argmin(pots))]
+        chosen.append(best)
+        d2 = np.minimum(d2, D2[best])
+    return np.array(chosen)
+
+
+def weighted_points(seed, n=300, dim=2, groups=12):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-30, 30, (groups, dim))
+    P = centres[rng.integers(0, groups, n)] + rng.standard_normal((n, dim))
+    return P, rng.uniform(0.5, 4.0, n)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dense_greedy_equals_the_numpy_reference(seed):
+    P, w = weighted_points(seed, dim=6)
+    key = stream_key(seed, 5)
+    chosen, n_dist = greedy_kmeanspp(P, w, 10, 4, key, dense=True, exact_tail=0.0)
+    np.testing.assert_array_equal(chosen, reference_greedy(P, w, 10, 4, key))
+    assert n_dist == len(P) * (1 + 9 * 4)  # the first centre, then 4 trials against every point per step
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ball_greedy_equals_the_numpy_reference_in_partition_order(seed):
+    """The pruned kernel draws over the partition's order of the points; the same greedy on
+    the points in that order, unpruned, makes the same choices with at most its distances."""
+    P, w = weighted_points(seed)
+    index = build_ball_index(P, seed=seed)
+    order = index[5]
+    key = stream_key(seed, 6)
+    chosen, n_dist = greedy_kmeanspp_balls(*index[:5], w[order], 10, 4, key)
+    np.testing.assert_array_equal(chosen, reference_greedy(P[order], w[order], 10, 4, key))
+    B = len(index[0])
+    assert 0 < n_dist <= (len(P) + B) * (1 + 9 * 5)  # each evaluation: B group centres + members
+
+
+def test_dense_exact_tail_takes_the_largest_gain():
+    """The last steps of the dense greedy take the point that lowers sum w d^2 most among all."""
+    P, w = weighted_points(3, n=200, dim=16, groups=20)
+    chosen, _ = greedy_kmeanspp(P, w, 20, 3, stream_key(3), dense=True, exact_tail=0.25)
+    D2 = sq_distances(P, P)
+    for k in range(15, 20):
+        d2 = D2[chosen[:k]].min(0)
+        gains = (w * np.maximum(d2[None, :] - D2, 0.0)).sum(1)
+        np.testing.assert_allclose(gains[chosen[k]], gains.max(), rtol=1e-9)
+
+
+def test_weighted_means_and_lloyd_match_numpy():
+    P, w = weighted_points(4, n=200, dim=3)
+    labels = np.random.default_rng(0).integers(0, 7, len(P)).astype(np.int32)
+    labels[labels == 6] = 0  # centre 6 gets no point: it keeps its value
+    centres = np.random.default_rng(1).standard_normal((7, 3))
+    before = centres.copy()
+    weighted_means(P, w, labels, centres)
+    for c in range(6):
+        np.testing.assert_allclose(centres[c], np.average(P[labels == c], axis=0, weights=w[labels == c]))
+    np.testing.assert_array_equal(centres[6], before[6])
+    single = np.zeros(len(P), dtype=np.int32)
+    single[17] = 1
+    out = np.zeros((2, 3))
+    weighted_means(P, np.full(len(P), 0.3), single, out)
+    np.testing.assert_array_equal(out[1], P[17])  # a lone point is its centre exactly
+
+    for dense in (False, True):
+        start = P[:7].copy()
+        ref = start.copy()
+        for _ in range(50):  # plain weighted Lloyd
+            lab = sq_distances(P, ref).argmin(1)
+            ref = np.array([np.average(P[lab == c], axis=0, weights=w[lab == c]) if (lab == c).any() else ref[c]
+                            for c in range(7)])
+        got, lab, d2, n_dist = weighted_lloyd(P, w, start, dense, 0, 50)
+        np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
+        np.testing.assert_array_equal(lab, sq_distances(P, got).argmin(1))
+        np.testing.assert_allclose(d2, sq_distances(P, got).min(1), rtol=1e-9, atol=1e-9)
+        assert n_dist > 0
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_reduction_cost_labels_and_restarts(dense):
+    P, w = weighted_points(5, n=400, dim=4 if dense else 2, groups=15)
+    w[::7] = 0.0  # candidates of no mass: not clustered, but given their nearest centre
+    red = reduce_candidates(P, w, 15, seed=3, dense=dense)
+    D2 = sq_distances(P, red.centres)
+    np.testing.assert_array_equal(red.centre_of, D2.argmin(1))
+    np.testing.assert_allclose(red.cost, (w * D2.min(1)).sum(), rtol=1e-9)
+    single = reduce_candidates(P, w, 15, seed=3, dense=dense, restarts=1)
+    assert red.cost <= single.cost  # the best of n_restarts(15) runs, the first of which is `single`
+    assert n_restarts(15) > 1 and red.n_dist > single.n_dist
+    again = reduce_candidates(P, w, 15, seed=3, dense=dense)
+    np.testing.assert_array_equal(red.centres, again.centres)
+    assert reduce_candidates(P[:10], np.ones(10), 15, seed=3, dense=dense) is None
+
+
+def test_reduction_covers_separated_weighted_groups_in_many_dimensions():
+    rng = np.random.default_rng(8)
+    centres = rng.uniform(-10, 10, (40, 64))
+    labels = np.repeat(np.arange(40), 10)
+    P = centres[labels] + rng.standard_normal((400, 64))
+    red = reduce_candidates(P, rng.uniform(1, 3, 400), 40, seed=1, dense=True)
+    assert len(set(red.centre_of.tolist())) == 40
+    assert all(len(set(red.centre_of[labels == g].tolist())) == 1 for g in range(40))
+
+
+def test_ball_index_distance_count_matches_the_builder(monkeypatch):
+    calls = []
+    original = ballindex._assign_groups
+
+    def counting(points, centres, labels):
+        calls.append(len(points) * len(centres))
+        return original(points, centres, labels)
+
+    monkeypatch.setattr(ballindex, "_assign_groups", counting)
+    for M in (1, 5, 64, 1000):
+        calls.clear()
+        build_ball_index(np.random.default_rng(M).standard_normal((M, 3)), seed=0)
+        assert ball_index_distances(M) == sum(calls) + M  # + each point's distance to its group centre
+
+
+def test_pruning_test_decides_like_pruning_fails():
+    rng = np.random.default_rng(7)
+    grid = np.repeat(np.arange(100)[:, None] * 6.0, 5, axis=0)
+    low = np.column_stack([grid[:, 0], np.zeros(500)]) + rng.standard_normal((500, 2))
+    for points in (low, rng.standard_normal((500, 64)), rng.standard_normal((40, 8))):
+        fails, n_dist = pruning_test(points, seed=2)
+        assert fails == pruning_fails(points, seed=2)
+        assert (n_dist > 0) == (len(points) >= 64)
+
