@@ -28,12 +28,13 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import zarr
 
 from . import __version__
+from .em.loop import LoopState
 from .errors import CheckpointError
 from .io import (ARRAY_CONFIG, Location, check_target, discard, mark, missing_chunks, remove_store, store_kind,
                  swap_in)
@@ -41,17 +42,6 @@ from .io import (ARRAY_CONFIG, Location, check_target, discard, mark, missing_ch
 FORMAT = 1
 KEEP = 2
 PREFIX = "ckpt-"
-
-
-@dataclass
-class LoopState:
-    """Where the EM loop stands before its next E-step."""
-
-    iteration: int
-    centres: np.ndarray
-    sigma2: float
-    prev_f: float | None = None
-    history: list[dict] = field(default_factory=list)
 
 
 @dataclass

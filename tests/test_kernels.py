@@ -199,14 +199,15 @@ def test_dense_nearest_matches_brute_force():
 
 
 def test_pruning_probe_tells_low_from_high_dimension():
-    from daskclust.kernels.dense import pruning_fails
+    from daskclust.seeding.ops import pruning_test
 
     rng = np.random.default_rng(7)
     grid = np.repeat(np.arange(100)[:, None] * 6.0, 5, axis=0)
     low = np.column_stack([grid[:, 0], np.zeros(500)]) + rng.standard_normal((500, 2))
     high = rng.standard_normal((500, 64))
-    assert not pruning_fails(low)
-    assert pruning_fails(high)
+    assert not pruning_test(low)[0]
+    assert pruning_test(high)[0]
+    assert pruning_test(high[:40]) == (False, 0)  # too few points to measure: no index, no distance
 
 
 @pytest.mark.parametrize("exact_tail", [0.0, 0.25])

@@ -25,6 +25,7 @@ from daskclust.kernels.search import NEIGHBOURHOOD, PAIR_BLOCK, SAMPLED, centre_
 from daskclust.search import SearchConfig
 from daskclust.search.neighbours import ROWS_PER_TASK, estimated_neighbours, exact_neighbours
 from daskclust.search.pairs import PairStats
+from daskclust.search.payloads import NeighbourhoodAcc
 from daskclust.search.strategies import EstimatedSearch, ExhaustiveSearch, FullSearch, SampledSearch
 from daskclust.seeding import spatial_order
 from reference import (
@@ -446,7 +447,7 @@ def test_sampled_search_update_matches_reference():
     in_row = np.flatnonzero(np.isin(keys, kept_keys) & ((keys // C == 2) | (keys % C == 2)))
     sums[in_row[-2:]] = 2.0  # a tie at the top of row 2: the smaller partner first
     pairs = PairStats(keys, sums, np.ones(len(keys)), rank, C, L, True)
-    search.update({"pairs": pairs}, centres, 1.0)
+    search.update(pairs, centres, 1.0)
     kept_keys, kept_sums, _, _ = prune_pairs(keys, sums, pairs.weights, rank, C, L, True)
     # ... then each row keeps its L largest summed similarities
     expect = similarity_rows(kept_keys, kept_sums, C, L, *prev)
@@ -496,13 +497,13 @@ def test_strategies_count_their_driver_distances():
     exhaustive.start(centres, 1.0)
     assert exhaustive.n_distances == C * (C - 1)
     np.testing.assert_array_equal(exhaustive.neighbours, exact_centre_neighbours(centres, 4)[0])
-    exhaustive.update({}, moved, 1.0)
+    exhaustive.update(None, moved, 1.0)
     assert exhaustive.n_distances == 2 * C * (C - 1)
     np.testing.assert_array_equal(exhaustive.neighbours, exact_centre_neighbours(moved, 4)[0])
     estimated = EstimatedSearch(config)
     estimated.start(centres, 1.0)
     assert estimated.n_distances == C * (C - 1)
-    acc = {"tsum": np.ones((C, 4)), "tcnt": np.ones((C, 4)), "pairs": PairStats.empty(C, 8, False)}
+    acc = NeighbourhoodAcc(np.ones((C, 4)), np.ones((C, 4)), PairStats.empty(C, 8, False))
     estimated.update(acc, moved, 1.0)
     assert estimated.n_distances == C * (C - 1)  # Eq. 8 needs no distance
     sampled = SampledSearch(config)

@@ -8,7 +8,6 @@ import pytest
 
 from daskclust.kernels import ballindex
 from daskclust.kernels.ballindex import build_ball_index, greedy_kmeanspp_balls
-from daskclust.kernels.dense import pruning_fails
 from daskclust.kernels.rng import stream_key, uniform
 from daskclust.kernels.seeding import weighted_means
 from daskclust.seeding.ops import ball_index_distances, pruning_test
@@ -151,12 +150,13 @@ def test_ball_index_distance_count_matches_the_builder(monkeypatch):
         assert ball_index_distances(M) == sum(calls) + M  # + each point's distance to its group centre
 
 
-def test_pruning_test_decides_like_pruning_fails():
+def test_pruning_test_counts_what_it_evaluates():
+    """The probe's count: building the index over half the points (counted independently by
+    ``ball_index_distances``) plus the queries' evaluations, which ``ball_nearest`` reports."""
     rng = np.random.default_rng(7)
-    grid = np.repeat(np.arange(100)[:, None] * 6.0, 5, axis=0)
-    low = np.column_stack([grid[:, 0], np.zeros(500)]) + rng.standard_normal((500, 2))
-    for points in (low, rng.standard_normal((500, 64)), rng.standard_normal((40, 8))):
-        fails, n_dist = pruning_test(points, seed=2)
-        assert fails == pruning_fails(points, seed=2)
-        assert (n_dist > 0) == (len(points) >= 64)
-
+    points = rng.standard_normal((500, 64))
+    fails, n_dist = pruning_test(points, seed=2)
+    half = 250
+    assert fails and n_dist > ball_index_distances(half)
+    n_groups = int(np.sqrt(half))  # each query: the group centres, then at most every member
+    assert n_dist - ball_index_distances(half) <= 250 * (n_groups + half)

@@ -24,6 +24,7 @@ from ..data import as_chunked_data
 from ..em.estep_op import EStepOp
 from ..engine.cluster import scheduler_workers, start_local_cluster
 from ..engine.engine import Engine
+from ..models import FAMILIES
 from ..search import SearchConfig, make_search
 from .data import birch_array
 from .runner import Table
@@ -79,16 +80,16 @@ def pair_reduction_rows(n_workers: int, repeats: int = 20) -> list[list]:
           Engine(data, client) as engine):
         empty = time_passes(engine, NoOp, repeats)
         rows.append(["empty (N = 40,960, D = 2)", f"{n_workers} x 1", data.n_chunks, 1e3 * empty, "-", "-"])
-        for name, keep in (("estimated", 1), ("sampled", 3)):
+        for name, keep, family in (("estimated", 1, FAMILIES["kmeans"]), ("sampled", 3, FAMILIES["isotropic"])):
             search = make_search(name, SearchConfig(C, keep))
             search.start(centres, 1.0)
             times, nbytes = [], []
             for it in range(2 + repeats):  # two warm-up passes; the search digests each, as in a fit
                 t0 = time.perf_counter()
-                acc = engine.map_reduce(EStepOp(centres, 1.0, keep, True, search.payload(), 0, it))
+                acc = engine.map_reduce(EStepOp(family, centres, 1.0, keep, True, search.payload(), 0, it))
                 times.append(time.perf_counter() - t0)
                 nbytes.append(len(pickle.dumps(acc, protocol=5)))
-                search.update(acc, centres, 1.0)
+                search.update(acc.search, centres, 1.0)
             seconds = float(np.median(times[2:]))
             label = f"{name} E-step, C = {C}, C' = {keep}"
             rows.append([label, f"{n_workers} x 1", data.n_chunks, 1e3 * seconds, int(np.median(nbytes[2:])), "-"])
@@ -111,7 +112,7 @@ def run(client) -> Table:
         search.start(centres, 1.0)
         with Engine(data, client) as engine:
             empty = time_passes(engine, NoOp, 200)
-            estep = time_passes(engine, lambda s=search: EStepOp(centres, 1.0, 1, True, s.payload()), 200)
+            estep = time_passes(engine, lambda s=search: EStepOp(FAMILIES["kmeans"], centres, 1.0, 1, True, s.payload()), 200)
         table.rows.append(["empty (N = 10,000, D = 2)", f"{n_workers} x 1", data.n_chunks, 1e3 * empty, "-", 20])
         table.rows.append(["KMeans E-step, C = 16", f"{n_workers} x 1", data.n_chunks, 1e3 * estep, "-", 20])
     for workers in REDUCTION_WORKERS:

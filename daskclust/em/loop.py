@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checkpoint import LoopState
 from ..errors import ConvergenceWarning
 from ..kernels.estep import CHANGED, NDIST_CENTRES, NDIST_POINTS, QE, W
+from ..models import Family, MeanStats, variance_floor
+from ..names import STATE_K
 from ..search import Search
 from .estep_op import EStepOp
-from .mstep import gmm_free_energy, kmeans_free_energy, m_step, variance_floor
 
 HISTORY_FIELDS = (
     "iteration",
@@ -45,17 +45,29 @@ each centre), N C / all distances, rows whose best cluster changed (-1 when not
 tracked), wall-clock seconds of the iteration."""
 
 
+@dataclass
+class LoopState:
+    """Where the EM loop stands before its next E-step (saved in checkpoints)."""
+
+    iteration: int
+    centres: np.ndarray
+    sigma2: float
+    prev_f: float | None = None
+    history: list[dict] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class EMSettings:
     """What the loop needs to know about the model and the stopping rule.
 
-    n_init_esteps E-steps run before the first M-step (seed 000, "neighborhood
-    initialization"); ``max_iter`` counts M-steps.
+    family : the model family (:mod:`daskclust.models`); n_init_esteps E-steps
+    run before the first M-step (seed 000, "neighborhood initialization");
+    ``max_iter`` counts M-steps.
     """
 
     n_clusters: int
     n_keep: int
-    kmeans: bool
+    family: Family
     max_iter: int
     tol: float
     reg: float = 0.0
@@ -65,7 +77,7 @@ class EMSettings:
     @property
     def keep_state(self) -> bool:
         """K(n) is kept unless every cluster is kept for every point (exact EM)."""
-        return self.n_keep < self.n_clusters or self.kmeans
+        return self.n_keep < self.n_clusters or self.family.hard
 
 
 @dataclass
@@ -94,43 +106,43 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     strategy restored by the caller. With a ``checkpointer``, the loop state is
     saved before every E-step whose index is a multiple of its period.
 
-    The k-means free energy (seed 004 Eq. 15) is the truncated free energy (Eq. 7)
-    after the M-step's variance update; during the initial E-steps, which have
-    no M-step, Eq. 7 at the current parameters is reported, so the history
-    never decreases either way.
+    The family computes the M-step and the free energy from the merged statistics
+    (:meth:`~daskclust.models.Family.free_energy`).
     """
     centres, sigma2, prev_f = start.centres, start.sigma2, start.prev_f
     C, D = centres.shape
     n_samples = engine.data.n_samples
     history: list[dict] = list(start.history)
     first_m = settings.n_init_esteps
+    family = settings.family
     if start.iteration == 0:
         search.start(centres, sigma2)
     done = False
     driver_distances = search.n_distances  # the seeds' exact neighbours belong to the first iteration
     for t in range(start.iteration, first_m + settings.max_iter + 1):
         t0 = time.perf_counter()
-        op = EStepOp(centres, sigma2, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
+        op = EStepOp(family, centres, sigma2, settings.n_keep, settings.keep_state, search.payload(), settings.seed,
+                     t)
         acc = engine.map_reduce(op)
+        stats = acc.stats
         if t == 0 and settings.keep_state and engine.persisted:
-            engine.reorder("K")  # rows of a cluster together: the kernels then walk memory in order
+            engine.reorder(STATE_K)  # rows of a cluster together: the kernels then walk memory in order
         apply_m = t >= first_m
-        new_centres, new_sigma2 = m_step(acc, centres, settings.reg) if apply_m else (centres, sigma2)
         if apply_m:
+            new_centres, new_sigma2 = family.m_step(stats, centres, settings.reg)
             driver_distances += C  # the M-step's ||mu_new - mu_old||^2 per cluster
-        scal = acc["scal"]
-        if settings.kmeans and apply_m:
-            free_energy = kmeans_free_energy(C, D, variance_floor(new_sigma2, new_centres))
-            row_sigma2 = new_sigma2
+            free_energy, row_sigma2 = family.free_energy(stats, op.kernel_sigma2, new_centres, new_sigma2)
         else:
-            free_energy, row_sigma2 = gmm_free_energy(acc, C, D, op.kernel_sigma2), op.kernel_sigma2
+            new_centres, new_sigma2 = centres, sigma2
+            free_energy, row_sigma2 = family.free_energy(stats, op.kernel_sigma2, None, None)
+        scal = stats.scal
         n_changed = int(scal[CHANGED]) if settings.keep_state else -1
-        fixed_point = settings.kmeans and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
+        fixed_point = family.hard and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
         done = t > first_m and (converged(prev_f, free_energy, settings.tol) or fixed_point)
         last = done or t == first_m + settings.max_iter
         if not last:
             before = search.n_distances
-            search.update(acc, new_centres, new_sigma2)
+            search.update(acc.search, new_centres, new_sigma2)
             driver_distances += search.n_distances - before
         n_points = int(scal[NDIST_POINTS])
         n_centres = int(scal[NDIST_CENTRES]) + driver_distances
@@ -155,21 +167,21 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         centres, sigma2, prev_f = new_centres, new_sigma2, free_energy
         if checkpointer is not None and checkpointer.due(t + 1):
             checkpointer.save(engine, LoopState(t + 1, centres, sigma2, prev_f, history), search.state())
-    sigma2 = float(scal[QE]) / (D * scal[W]) if settings.kmeans else op.kernel_sigma2
-    warn_if_degenerate(centres, acc)
+    sigma2 = family.final_sigma2(stats, op.kernel_sigma2)
+    warn_if_degenerate(centres, stats)
     return EMResult(centres, float(sigma2), max(0, t - first_m), bool(done), float(scal[QE]), history)
 
 
-def warn_if_degenerate(centres: np.ndarray, acc: dict[str, np.ndarray]) -> None:
+def warn_if_degenerate(centres: np.ndarray, stats: MeanStats) -> None:
     """A :class:`ConvergenceWarning` when fewer than C clusters are distinct and have mass in
-    the E-step statistics ``acc`` of ``centres`` (scikit-learn warns when it finds fewer
+    the E-step statistics ``stats`` of ``centres`` (scikit-learn warns when it finds fewer
     distinct clusters than ``n_clusters``). When every row also sits on its centre
     (sigma^2 at the variance floor) the data have no more distinct points than that."""
     C, D = centres.shape
-    k = len(np.unique(centres[acc["S0"] > 0], axis=0))
+    k = len(np.unique(centres[stats.S0 > 0], axis=0))
     if k == C:
         return
-    scal = acc["scal"]
+    scal = stats.scal
     if scal[QE] / (D * scal[W]) <= variance_floor(0.0, centres):
         reason = "the data have fewer distinct points than clusters"
     else:

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..names import STATE_SEED_LABEL
+
 log = logging.getLogger("daskclust")
 
 TINY_CLUSTERS = 8
@@ -108,14 +110,16 @@ def _first_iteration():
     operation of its first E-step (as :func:`daskclust.em.loop.run_em` makes it)."""
     from ..em.estep_op import EStepOp
     from ..estimators import KMeans
+    from ..models import FAMILIES
 
     model = KMeans(TINY_CLUSTERS, random_state=0)
     centres, sigma2 = _tiny_centres(), 1.0
     search = model._search()
     search.start(centres, sigma2)
     n_keep = model._n_keep()
-    keep_state = n_keep < TINY_CLUSTERS or model._kmeans
-    return search, EStepOp(centres, sigma2, n_keep, keep_state, search.payload(), 0, 0), centres, sigma2
+    family = FAMILIES[model._family]
+    keep_state = n_keep < TINY_CLUSTERS or family.hard
+    return search, EStepOp(family, centres, sigma2, n_keep, keep_state, search.payload(), 0, 0), centres, sigma2
 
 
 def run_estep(dtype="float64") -> None:
@@ -129,7 +133,7 @@ def run_estep(dtype="float64") -> None:
     accs = []
     for index, rows in enumerate((slice(0, TINY_ROWS // 2), slice(TINY_ROWS // 2, TINY_ROWS))):
         acc = op.new_acc()
-        op.run(Chunk(index, rows.start, X[rows], np.empty(0), {"seed_label": labels[rows]}), acc)
+        op.run(Chunk(index, rows.start, X[rows], np.empty(0), {STATE_SEED_LABEL: labels[rows]}), acc)
         accs.append(acc)
     op.merge(*accs)
 
@@ -138,7 +142,7 @@ def run_pairs() -> None:
     """The search strategy digesting an (empty) E-step accumulator: pruning the pair statistics
     and the neighbour table of the next iteration, without running an E-step."""
     search, op, centres, sigma2 = _first_iteration()
-    search.update(op.new_acc(), centres, sigma2)
+    search.update(op.new_acc().search, centres, sigma2)
 
 
 def run_unit(name: str, dtype: str, engine=None, make_engine=None) -> None:

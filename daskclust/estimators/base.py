@@ -15,19 +15,19 @@ import zarr
 from ..checkpoint import (
     Checkpoint,
     Checkpointer,
-    LoopState,
     check_resumable,
     data_fingerprint,
     list_checkpoints,
 )
 from ..checkpoint import load as load_checkpoint
 from ..data import as_chunked_data
-from ..em.loop import EMSettings, run_em
+from ..em.loop import EMSettings, LoopState, run_em
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..errors import CheckpointError, ClusterError, InvalidDataError, ModelStoreError, NotFittedError, WorkerLost
 from ..io import Location, check_target, check_workers_see, mark, remove_store, source_location, store_root
 from ..kernels.estep import nearest_centre
+from ..models import FAMILIES
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
 from .apply import apply_rows
@@ -123,7 +123,8 @@ class TruncatedEMEstimator(ParamsMixin):
     """Base of the estimators: the EM loop runs on the Dask engine; subclasses
     say how many clusters each point keeps (C') and which free energy to report."""
 
-    _kmeans = False
+    _family = "isotropic"
+    """The model family (:data:`daskclust.models.FAMILIES`)."""
 
     # subclass hooks -------------------------------------------------------
     def _n_clusters(self) -> int:
@@ -215,7 +216,7 @@ class TruncatedEMEstimator(ParamsMixin):
         if resumed is not None:
             check_resumable(resumed, type(self).__name__, params, fingerprint)
         seed_value = resumed.meta["seed"] if resumed is not None else resolve_seed(self.random_state)
-        settings = EMSettings(self._n_clusters(), self._n_keep(), self._kmeans, self.max_iter, self.tol,
+        settings = EMSettings(self._n_clusters(), self._n_keep(), FAMILIES[self._family], self.max_iter, self.tol,
                               self._reg(), self.n_init_esteps, seed_value)
         meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
                 "source": describe_source(X), "seeding": resumed.meta["seeding"] if resumed else None}
@@ -266,7 +267,7 @@ class TruncatedEMEstimator(ParamsMixin):
                         progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                         plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
                                                 "method": seeding.method}
-                        sigma2 = seeding.sigma2 + self._reg()  # floored where used (em.mstep.variance_floor)
+                        sigma2 = seeding.sigma2 + self._reg()  # floored where used (models.variance_floor)
                         start = LoopState(0, seeding.centres, sigma2)
                     else:
                         restore_chunk_states(engine, resumed.url)

@@ -91,7 +91,7 @@ class KMeans(TruncatedEMEstimator):
         Seconds spent seeding and in the whole fit.
     """
 
-    _kmeans = True
+    _family = "kmeans"
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
 
     def __init__(self, n_clusters=8, *, search="estimated", n_neighbors=5, n_explore=1, n_init_esteps=0,

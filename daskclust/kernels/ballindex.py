@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..names import STREAM_BALL_INDEX
 from .estep import sqdist
 from .rng import uniform
 from .seeding import draw_position
@@ -101,7 +102,7 @@ def build_ball_index(points: np.ndarray, ids: np.ndarray | None = None, n_groups
     M = len(points)
     ids = np.arange(M, dtype=np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
     B = max(1, min(M, n_groups or int(1.0 * np.sqrt(M))))
-    rng = np.random.default_rng([seed, 71])
+    rng = np.random.default_rng([seed, STREAM_BALL_INDEX])
     centres = points[rng.choice(M, B, replace=False)].copy()
     labels = np.zeros(M, dtype=np.int64)
     for _ in range(lloyd_steps):

@@ -68,20 +68,3 @@ def dense_take_min(g_row, row_norm, pn, d2):
     for i in range(d2.shape[0]):
         d = max(row_norm + pn[i] - 2.0 * g_row[i], 0.0)
         d2[i] = min(d2[i], d)
-
-
-def pruning_fails(points: np.ndarray, seed: int = 0, probe: int = 256, threshold: float = 0.3) -> bool:
-    """Whether a ball index over ``points`` would evaluate more than ``threshold`` of them
-    per query (measured: half the points indexed, up to ``probe`` of the others as queries)."""
-    from .ballindex import ball_nearest, build_ball_index
-
-    if len(points) < 64:
-        return False
-    rng = np.random.default_rng([seed, 73])
-    perm = rng.permutation(len(points))
-    half = len(points) // 2
-    indexed, queries = points[perm[:half]], points[perm[half:half + probe]]
-    index = build_ball_index(indexed, seed=seed)
-    n_eval = ball_nearest(np.ascontiguousarray(queries, dtype=np.float64), *index, np.full(len(queries), np.inf),
-                          np.zeros(len(queries), dtype=np.int32))
-    return n_eval > threshold * len(queries) * half

@@ -107,7 +107,7 @@ def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
     centres : (C, D) float64
     sigma2 : float
         Variance used for the responsibilities, > 0: the caller floors it
-        (:func:`daskclust.em.mstep.variance_floor`), so 1 / (2 sigma^2) is finite.
+        (:func:`daskclust.models.variance_floor`), so 1 / (2 sigma^2) is finite.
     n_keep : int
         C', clusters kept per point (1 = k-means, C = exact EM).
     K : (n, C') int32 or (n, 0) int32, IN/OUT

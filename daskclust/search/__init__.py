@@ -10,9 +10,10 @@ Registry (``search=``; unknown names list the valid ones):
 ``"sampled"``     D-GMM, seed 003 Alg. 1: R candidates drawn from the similarity row of
                   each point's best cluster (Eqs. 9, 12)
 
-Each strategy lives on the driver: it prepares what the E-step needs (a
-:class:`SearchPayload` broadcast with the centres) and digests the pair
-statistics the E-step returns.
+Each strategy lives on the driver: it prepares what the E-step needs (a payload
+of :mod:`daskclust.search.payloads`, broadcast with the centres, which runs the
+E-step kernel on the workers and owns the strategy's extra accumulator) and
+digests that accumulator when the E-step returns.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from .strategies import (
     SampledSearch,
     Search,
     SearchConfig,
-    SearchPayload,
 )
 
 SEARCHES = {
@@ -45,4 +45,4 @@ def make_search(name: str, config: SearchConfig) -> Search:
     return cls(config)
 
 
-__all__ = ["SEARCHES", "make_search", "Search", "SearchConfig", "SearchPayload"]
+__all__ = ["SEARCHES", "make_search", "Search", "SearchConfig"]

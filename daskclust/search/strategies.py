@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .neighbours import estimated_neighbours, exact_neighbours
+from .pairs import PairStats
+from .payloads import FullPayload, NeighbourhoodAcc, NeighbourhoodPayload, SampledPayload
 
 
 @dataclass(frozen=True)
@@ -19,30 +21,6 @@ class SearchConfig:
     row_length: int = 32
 
 
-@dataclass
-class SearchPayload:
-    """What one E-step needs besides the centres (sent to every worker with them).
-
-    mode : "full" | "neighbourhood" | "sampled"; init_sets : (C, C') K(n) of a
-    row whose seed centre is c, used when a chunk has no K(n) yet; the other
-    fields are those of the kernels in :mod:`daskclust.kernels.search`;
-    pairs_per_row : pairs each cluster keeps at every merge of the pair
-    statistics (:class:`daskclust.search.pairs.PairStats`).
-    """
-
-    mode: str
-    init_sets: np.ndarray
-    n_explore: int = 0
-    collect: bool = False
-    neighbours: np.ndarray | None = None
-    thresholds: np.ndarray | None = None
-    row_idx: np.ndarray | None = None
-    row_cdf: np.ndarray | None = None
-    row_len: np.ndarray | None = None
-    n_draws: int = 0
-    pairs_per_row: int = 0
-
-
 class Search:
     """Base: initial K(n) from each row's seed centre and the centres nearest to it.
 
@@ -50,7 +28,6 @@ class Search:
     on the driver (exact neighbours of the seeds, recomputed neighbourhoods).
     """
 
-    mode = "full"
     STATE: tuple[str, ...] = ("init_sets",)
     """Attributes that are the strategy's state between iterations (saved in checkpoints)."""
 
@@ -82,11 +59,13 @@ class Search:
         width = min(self.config.n_keep, self.exact_idx.shape[1])
         self.init_sets[:, :width] = self.exact_idx[:, :width]
 
-    def payload(self) -> SearchPayload:
-        return SearchPayload(self.mode, self.init_sets)
+    def payload(self):
+        """What the workers need for the next E-step (:mod:`daskclust.search.payloads`)."""
+        return FullPayload(self.init_sets)
 
-    def update(self, acc: dict, centres: np.ndarray, sigma2: float) -> None:
-        """Digest the E-step's pair statistics; ``centres`` are those of the next E-step."""
+    def update(self, acc, centres: np.ndarray, sigma2: float) -> None:
+        """Digest the E-step's accumulator of this strategy's payload (None when it has none);
+        ``centres`` are those of the next E-step."""
 
 
 class FullSearch(Search):
@@ -106,7 +85,6 @@ class FullSearch(Search):
 class ExhaustiveSearch(Search):
     """seed 000 Alg. 1: G_c = c and its G - 1 nearest centres, from the current centres."""
 
-    mode = "neighbourhood"
     STATE = ("init_sets", "neighbours")
 
     def start(self, centres, sigma2):
@@ -114,8 +92,7 @@ class ExhaustiveSearch(Search):
         self.neighbours = self.exact_idx[:, : self.config.n_neighbors].copy()
 
     def payload(self):
-        return SearchPayload(self.mode, self.init_sets, self.config.n_explore, neighbours=self.neighbours,
-                             thresholds=np.zeros(0))
+        return NeighbourhoodPayload(self.init_sets, self.config.n_explore, self.neighbours)
 
     def update(self, acc, centres, sigma2):
         self.neighbours = self.counted_neighbours(centres, self.config.n_neighbors)[0]
@@ -132,7 +109,6 @@ class EstimatedSearch(Search):
     closest centres (:class:`PairStats`).
     """
 
-    mode = "neighbourhood"
     STATE = ("init_sets", "neighbours", "thresholds")
 
     def start(self, centres, sigma2):
@@ -144,13 +120,12 @@ class EstimatedSearch(Search):
         self.thresholds = np.sqrt(self.exact_dist[:, G - 1] ** 2 + D * sigma2)
 
     def payload(self):
-        return SearchPayload(self.mode, self.init_sets, self.config.n_explore, collect=True,
-                             neighbours=self.neighbours, thresholds=self.thresholds,
-                             pairs_per_row=2 * self.neighbours.shape[1])
+        return NeighbourhoodPayload(self.init_sets, self.config.n_explore, self.neighbours, self.thresholds,
+                                    pairs_per_row=2 * self.neighbours.shape[1])
 
-    def update(self, acc, centres, sigma2):
-        self.neighbours, self.thresholds = estimated_neighbours(self.neighbours, acc["tsum"], acc["tcnt"],
-                                                                acc["pairs"].pruned())
+    def update(self, acc: NeighbourhoodAcc, centres, sigma2):
+        self.neighbours, self.thresholds = estimated_neighbours(self.neighbours, acc.tsum, acc.tcnt,
+                                                                acc.pairs.pruned())
 
 
 class SampledSearch(Search):
@@ -167,7 +142,6 @@ class SampledSearch(Search):
     centres (:class:`PairStats`), so a row picks its entries among those.
     """
 
-    mode = "sampled"
     STATE = ("init_sets", "row_idx", "row_cdf", "row_len")
 
     def start_width(self):
@@ -185,12 +159,11 @@ class SampledSearch(Search):
         self.row_cdf[:, : nn.shape[1]] = np.arange(1, nn.shape[1] + 1)
 
     def payload(self):
-        return SearchPayload(self.mode, self.init_sets, self.config.n_explore, collect=True, row_idx=self.row_idx,
-                             row_cdf=self.row_cdf, row_len=self.row_len, n_draws=self.config.n_samples,
-                             pairs_per_row=self.row_idx.shape[1])
+        return SampledPayload(self.init_sets, self.config.n_explore, self.row_idx, self.row_cdf, self.row_len,
+                              self.config.n_samples, pairs_per_row=self.row_idx.shape[1])
 
-    def update(self, acc, centres, sigma2):
-        pairs = acc["pairs"].pruned()
+    def update(self, acc: PairStats, centres, sigma2):
+        pairs = acc.pruned()
         keys, vals = pairs.keys, pairs.sums
         if len(keys) == 0:
             return

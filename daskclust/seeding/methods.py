@@ -10,6 +10,7 @@ import numpy as np
 
 from ..kernels.rng import stream_key
 from ..kernels.seeding import afkmc2_chains
+from ..names import STREAM_AFKMC2_CHAINS, STREAM_AFKMC2_SPLIT
 from .ops import (
     AssignOp,
     BernoulliOp,
@@ -202,11 +203,11 @@ def afkmc2(engine, n_clusters: int, *, seed: int, chain_length: int = 5, **_):
     A, B = mass["A"].sum(), mass["B"].sum()
     p = 0.5 * (mass["A"] / A if A > 0 else 0.0) + 0.5 * mass["B"] / B
     n_draws = max(1, (n_clusters - 1) * chain_length)
-    rng = np.random.default_rng([seed, 31])
+    rng = np.random.default_rng([seed, STREAM_AFKMC2_SPLIT])
     counts = rng.multinomial(n_draws, p / p.sum())
     draws = engine.map_reduce(ProposalDrawOp(seed, counts, max(A, 1e-300), B, D))
     order = rng.permutation(len(draws["row"]))
-    key = stream_key(seed, 32)
+    key = stream_key(seed, STREAM_AFKMC2_CHAINS)
     centres = afkmc2_chains(first, np.ascontiguousarray(draws["X"][order]), draws["w"][order],
                             draws["key"][order], n_clusters, chain_length, key)
     n_dist = engine.data.n_samples + n_draws * n_clusters // 2

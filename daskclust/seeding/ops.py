@@ -18,9 +18,21 @@ from ..kernels.dense import dense_nearest
 from ..kernels.rng import stream_key
 from ..kernels.seeding import bernoulli_sample, exponential_keys, potentials, uniforms_at, weighted_sum
 from ..kernels.validation import max_abs
-
-# Stream ids of the random streams drawn per chunk (keyed with seed, step, chunk).
-STREAM_DRAW, STREAM_BERNOULLI, STREAM_PROPOSAL, STREAM_SAMPLE = 11, 12, 13, 14
+from ..names import (
+    STATE_AFKMC2_D2,
+    STATE_LABEL,
+    STATE_MIND2,
+    STATE_SAMPLE_ROWS,
+    STATE_SAMPLE_SCALE,
+    STATE_SAMPLE_W,
+    STATE_SAMPLE_X,
+    STATE_SEED_LABEL,
+    STREAM_BERNOULLI,
+    STREAM_DRAW,
+    STREAM_PROPOSAL,
+    STREAM_PRUNING_PROBE,
+    STREAM_SAMPLE,
+)
 
 
 BALL_LLOYD_STEPS = 3
@@ -37,11 +49,11 @@ def ball_index_distances(n_points: int, lloyd_steps: int = BALL_LLOYD_STEPS) -> 
 
 def pruning_test(points: np.ndarray, seed: int = 0, probe: int = 256, threshold: float = 0.3) -> tuple[bool, int]:
     """(whether a ball index over ``points`` would evaluate more than ``threshold`` of them per
-    query, distances the measurement evaluated): :func:`daskclust.kernels.dense.pruning_fails`,
-    same draws and decision, with its distances counted for the seeding's counter."""
+    query, distances the measurement evaluated): half the points indexed, up to ``probe`` of the
+    others as queries."""
     if len(points) < 64:
         return False, 0
-    rng = np.random.default_rng([seed, 73])
+    rng = np.random.default_rng([seed, STREAM_PRUNING_PROBE])
     perm = rng.permutation(len(points))
     half = len(points) // 2
     indexed, queries = points[perm[:half]], points[perm[half:half + probe]]
@@ -96,16 +108,16 @@ def start_sample(chunk: Chunk, rate: float, seed: int) -> None:
         return
     keys = exponential_keys(stream_key(seed, STREAM_SAMPLE, chunk.index), np.ones(chunk.n_rows))
     rows = np.flatnonzero(keys < -np.log1p(-rate))  # P(-log u < t) = 1 - e^-t = rate
-    chunk.state["kpp_rows"] = rows
-    chunk.state["kpp_X"] = np.ascontiguousarray(chunk.X[rows])
-    chunk.state["kpp_w"] = chunk_weights(chunk)[rows]
-    chunk.state["kpp_scale"] = np.array([1.0 / rate])
+    chunk.state[STATE_SAMPLE_ROWS] = rows
+    chunk.state[STATE_SAMPLE_X] = np.ascontiguousarray(chunk.X[rows])
+    chunk.state[STATE_SAMPLE_W] = chunk_weights(chunk)[rows]
+    chunk.state[STATE_SAMPLE_SCALE] = np.array([1.0 / rate])
 
 
 def sample_view(chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
     """The rows the k-means|| rounds see and their weights (scaled by 1 / rate when sampled)."""
     if "kpp_rows" in chunk.state:
-        return chunk.state["kpp_X"], chunk.state["kpp_w"] * chunk.state["kpp_scale"][0]
+        return chunk.state[STATE_SAMPLE_X], chunk.state[STATE_SAMPLE_W] * chunk.state[STATE_SAMPLE_SCALE][0]
     return chunk.X, chunk.w
 
 
@@ -113,11 +125,11 @@ def view_rows(chunk: Chunk, local: np.ndarray) -> dict[str, np.ndarray]:
     """Rows ``local`` of the k-means|| view (sampled rows or the whole chunk), as sampled rows."""
     if "kpp_rows" not in chunk.state:
         return rows_of(chunk, local)
-    rows = chunk.state["kpp_rows"][local]
+    rows = chunk.state[STATE_SAMPLE_ROWS][local]
     return {
         "row": chunk.source_rows(rows),
-        "X": chunk.state["kpp_X"][local].astype(np.float64),
-        "w": chunk.state["kpp_w"][local].astype(np.float64),
+        "X": chunk.state[STATE_SAMPLE_X][local].astype(np.float64),
+        "w": chunk.state[STATE_SAMPLE_W][local].astype(np.float64),
         "key": np.zeros(len(local)),
     }
 
@@ -169,7 +181,7 @@ class DrawOp:
     def run(self, chunk: Chunk, acc) -> None:
         mass = chunk_weights(chunk)
         if self.by_distance:
-            mass = mass * chunk.state["mind2"]
+            mass = mass * chunk.state[STATE_MIND2]
         keys = exponential_keys(stream_key(self.seed, STREAM_DRAW, self.step, chunk.index), mass)
         k = min(self.k, chunk.n_rows)
         local = np.argpartition(keys, k - 1)[:k] if k < chunk.n_rows else np.arange(chunk.n_rows)
@@ -220,7 +232,7 @@ def oversampled_rows(chunk: Chunk, seed: int, step: int, scale: float) -> dict[s
     and ``mind2`` of the test u < scale * wt * mind2."""
     key = stream_key(seed, STREAM_BERNOULLI, step, chunk.index)
     _, w = sample_view(chunk)
-    mind2 = chunk.state["mind2"]
+    mind2 = chunk.state[STATE_MIND2]
     local = bernoulli_sample(key, w, mind2, scale)
     rows = view_rows(chunk, local)
     rows["u"] = uniforms_at(key, local)
@@ -282,10 +294,10 @@ class NearestUpdateOp:
         if self.reset or "mind2" not in chunk.state:
             start_sample(chunk, self.rate, self.seed)
             n = len(sample_view(chunk)[0])
-            chunk.state["mind2"] = np.full(n, np.inf)
-            chunk.state["label"] = np.zeros(n, dtype=np.int32)
+            chunk.state[STATE_MIND2] = np.full(n, np.inf)
+            chunk.state[STATE_LABEL] = np.zeros(n, dtype=np.int32)
         X, w = sample_view(chunk)
-        mind2, label = chunk.state["mind2"], chunk.state["label"]
+        mind2, label = chunk.state[STATE_MIND2], chunk.state[STATE_LABEL]
         acc["n_dist"][0] += self.index.search(X, mind2, label)
         acc["phi"][0] += weighted_sum(w, mind2)
         if self.n_total:
@@ -344,7 +356,7 @@ class PotentialsOp:
         return {"pot": np.zeros(len(self.cands)), "n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
-        potentials(chunk.X, chunk.w, chunk.state["mind2"], self.cands, acc["pot"])
+        potentials(chunk.X, chunk.w, chunk.state[STATE_MIND2], self.cands, acc["pot"])
         acc["n_dist"][0] += chunk.n_rows * len(self.cands)
 
     merge = staticmethod(add_arrays)
@@ -366,7 +378,7 @@ class AssignOp:
         labels = np.zeros(chunk.n_rows, dtype=np.int32)
         d2 = np.full(chunk.n_rows, np.inf)
         acc["n_dist"][0] += self.index.search(chunk.X, d2, labels)
-        chunk.state["seed_label"] = labels
+        chunk.state[STATE_SEED_LABEL] = labels
         _drop_seeding_state(chunk)
         acc["qe"][0] += weighted_sum(chunk.w, d2)
         acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
@@ -388,10 +400,10 @@ class MapLabelsOp:
         return {"qe": np.zeros(1), "W": np.zeros(1), "n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
-        labels = self.centre_of[chunk.state["label"]].astype(np.int32)
+        labels = self.centre_of[chunk.state[STATE_LABEL]].astype(np.int32)
         diff = chunk.X - self.centres[labels]
         d2 = np.einsum("nd,nd->n", diff, diff)
-        chunk.state["seed_label"] = labels
+        chunk.state[STATE_SEED_LABEL] = labels
         _drop_seeding_state(chunk)
         acc["qe"][0] += weighted_sum(chunk.w, d2)
         acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
@@ -411,7 +423,7 @@ class RelabelOp:
         return {"rows": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
-        chunk.state["seed_label"] = self.new_of_old[chunk.state["seed_label"]]
+        chunk.state[STATE_SEED_LABEL] = self.new_of_old[chunk.state[STATE_SEED_LABEL]]
         acc["rows"][0] += chunk.n_rows
 
     merge = staticmethod(add_arrays)
@@ -436,7 +448,7 @@ class ProposalMassOp:
     def run(self, chunk: Chunk, acc) -> None:
         diff = chunk.X - self.first
         d2 = np.einsum("nd,nd->n", diff, diff)
-        chunk.state["afk_d2"] = d2
+        chunk.state[STATE_AFKMC2_D2] = d2
         acc["A"][chunk.index] += weighted_sum(chunk.w, d2)
         acc["B"][chunk.index] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
 
@@ -462,7 +474,7 @@ class ProposalDrawOp:
         if count == 0:
             return
         w = chunk_weights(chunk)
-        q = 0.5 * w * chunk.state["afk_d2"] / self.A + 0.5 * w / self.B
+        q = 0.5 * w * chunk.state[STATE_AFKMC2_D2] / self.A + 0.5 * w / self.B
         cdf = np.cumsum(q)
         rng = np.random.default_rng([self.seed, STREAM_PROPOSAL, chunk.index])
         local = np.minimum(np.searchsorted(cdf, rng.random(count) * cdf[-1], side="right"), chunk.n_rows - 1)

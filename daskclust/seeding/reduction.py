@@ -39,9 +39,8 @@ from ..kernels.ballindex import build_ball_index, greedy_kmeanspp_balls
 from ..kernels.dense import dense_gains, dense_take_min
 from ..kernels.rng import stream_key
 from ..kernels.seeding import draw_trials, weighted_means
+from ..names import STREAM_REDUCTION
 from .ops import NearestIndex, ball_index_distances
-
-STREAM_REDUCTION = 21
 
 LLOYD_ITERATIONS = 20
 """Most weighted Lloyd iterations per restart (they stop earlier once no candidate changes centre)."""

@@ -1,0 +1,40 @@
+"""k-means as the C' = 1 limit of truncated EM (seed 004, Prop. 3)."""
+
+from __future__ import annotations
+
+import math
+
+from ..kernels.estep import QE, W
+from .base import Family, variance_floor
+from .isotropic import truncated_free_energy
+
+
+def kmeans_free_energy(n_clusters: int, n_features: int, sigma2: float) -> float:
+    """k-means free energy per point (seed 004 Prop. 3, Eq. 15): -log C - (D/2) log(2 pi e sigma^2).
+
+    ``sigma2`` is the variance after the M-step, sum_n ||y_n - mu_c(n)||^2 / (D N), floored
+    by :func:`~daskclust.models.base.variance_floor`.
+    """
+    return float(-math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * math.e * sigma2))
+
+
+class KMeansFamily(Family):
+    """Hard assignments (C' = 1): each row adds to its nearest cluster only.
+
+    The free energy is Eq. 15 after the M-step's variance update; during initial
+    E-steps without an M-step, Eq. 7 at the current parameters, so the history
+    never decreases either way.
+    """
+
+    name = "kmeans"
+    hard = True
+
+    def free_energy(self, stats, kernel_sigma2, new_centres, new_sigma2):
+        C, D = stats.S1.shape
+        if new_sigma2 is None:
+            return truncated_free_energy(stats, C, D, kernel_sigma2), kernel_sigma2
+        return kmeans_free_energy(C, D, variance_floor(new_sigma2, new_centres)), new_sigma2
+
+    def final_sigma2(self, stats, kernel_sigma2):
+        """sum_n w_n ||y_n - mu_c(n)||^2 / (D W) of the last E-step."""
+        return float(stats.scal[QE]) / (stats.S1.shape[1] * stats.scal[W])

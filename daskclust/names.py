@@ -1,0 +1,51 @@
+"""Names declared once: the per-chunk state kept on the workers, and the random streams.
+
+Per-chunk state (``Chunk.state``, kept beside the chunk between passes, saved in
+checkpoints and in a state store when streaming) is keyed by these strings.
+Random numbers come from counter-based streams, ``stream_key(seed, STREAM, ...)``
+(:mod:`daskclust.kernels.rng`) or ``np.random.default_rng([seed, STREAM, ...])``: a
+draw depends on the seed, the stream and its counters only, never on the number
+of workers or the order in which chunks run. Two uses must never share a stream id.
+"""
+
+from __future__ import annotations
+
+# -- per-chunk state -----------------------------------------------------------------------
+STATE_K = "K"
+"""K(n): each row's truncated cluster set, best first, (n, C') int32 (the E-step)."""
+STATE_SEED_LABEL = "seed_label"
+"""Each row's seed centre, left by the seeding until the first E-step builds K(n) from it."""
+STATE_MIND2 = "mind2"
+"""Seeding: each row's squared distance to its nearest candidate so far."""
+STATE_LABEL = "label"
+"""Seeding: each row's nearest candidate so far."""
+STATE_SAMPLE_ROWS = "kpp_rows"
+STATE_SAMPLE_X = "kpp_X"
+STATE_SAMPLE_W = "kpp_w"
+STATE_SAMPLE_SCALE = "kpp_scale"
+"""Seeding in many dimensions: the uniform row sample the k-means|| rounds see (rows, values,
+weights, and the weight scale 1 / rate)."""
+STATE_AFKMC2_D2 = "afk_d2"
+"""AFK-MC2: each row's squared distance to the first centre (its proposal mass)."""
+
+# -- random streams ------------------------------------------------------------------------
+STREAM_DRAW = 11
+"""Seeding: rows drawn in proportion to a mass (exponential keys), per step and chunk."""
+STREAM_BERNOULLI = 12
+"""k-means||: the oversampling draws of each round, per chunk."""
+STREAM_PROPOSAL = 13
+"""AFK-MC2: the proposal draws inside each chunk."""
+STREAM_SAMPLE = 14
+"""k-means|| in many dimensions: the uniform row sample of each chunk."""
+STREAM_REDUCTION = 21
+"""k-means||: the greedy k-means++ runs of the reduction on the driver, per run."""
+STREAM_AFKMC2_SPLIT = 31
+"""AFK-MC2: the multinomial split of the proposal draws over the chunks (driver)."""
+STREAM_AFKMC2_CHAINS = 32
+"""AFK-MC2: the Markov chains' acceptance draws (driver)."""
+STREAM_ESTEP = 41
+"""E-step: exploratory and sampled candidates, per iteration and chunk."""
+STREAM_BALL_INDEX = 71
+"""Ball index: the group centres' initial draw."""
+STREAM_PRUNING_PROBE = 73
+"""The probe that decides whether a ball index prunes (and its row sample)."""
