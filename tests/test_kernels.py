@@ -23,6 +23,7 @@ from daskclust.kernels.ballindex import ball_nearest, build_ball_index, greedy_k
 from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys, potentials
 from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
 
+from daskclust.models.base import MeanParams
 from reference import sq_distances, truncated_estep
 
 
@@ -31,7 +32,7 @@ def run_estep(X, w, centres, sigma2, n_keep, K=None):
     S0, S1, SD2, scal = np.zeros(C), np.zeros((C, D)), np.zeros(C), np.zeros(N_SCALARS)
     if K is None:
         K = np.full((len(X), n_keep), -1, dtype=np.int32)
-    estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal)
+    estep_full(X, w, MeanParams(centres, sigma2), n_keep, K, (S0, S1, SD2), scal)
     return S0, S1, SD2, scal, K
 
 

@@ -24,6 +24,7 @@ from daskclust.kernels.rng import randint, stream_key, uniform
 from daskclust.kernels.search import NEIGHBOURHOOD, PAIR_BLOCK, SAMPLED, centre_neighbours, estep_truncated
 from daskclust.search import SearchConfig
 from daskclust.search.neighbours import ROWS_PER_TASK, estimated_neighbours, exact_neighbours
+from daskclust.models.base import MeanParams
 from daskclust.search.pairs import PairStats
 from daskclust.search.payloads import NeighbourhoodAcc
 from daskclust.search.strategies import EstimatedSearch, ExhaustiveSearch, FullSearch, SampledSearch
@@ -56,11 +57,11 @@ def run_kernel(X, w, centres, sigma2, K, mode, *, neighbours=None, thresholds=No
     tsum = no_table if tsum is None else tsum.copy()
     tcnt = no_table if tcnt is None else tcnt.copy()
     keys, sums, weights, rank = estep_truncated(
-        X, np.empty(0) if w is None else w, centres, sigma2, K,
+        X, np.empty(0) if w is None else w, MeanParams(centres, sigma2), K,
         NEIGHBOURHOOD if mode == "neighbourhood" else SAMPLED,
         np.zeros((0, 0), dtype=np.int32) if neighbours is None else neighbours,
         np.zeros(0) if thresholds is None else thresholds, *rows, n_draws, n_explore, key, collect,
-        S0, S1, SD2, scal, tsum, tcnt, np.zeros(0, dtype=np.int32) if source_row is None else source_row)
+        (S0, S1, SD2), scal, tsum, tcnt, np.zeros(0, dtype=np.int32) if source_row is None else source_row)
     return dict(K=K, S0=S0, S1=S1, SD2=SD2, scal=scal, tsum=tsum, tcnt=tcnt, keys=keys, sums=sums,
                 weights=weights, rank=rank)
 

@@ -74,8 +74,8 @@ class EStepOp:
         else:
             K = np.empty((chunk.n_rows, 0), dtype=np.int32)
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
-        acc.search = self.search.estep(chunk, self.centres, self.kernel_sigma2, self.n_keep, K, acc.stats,
-                                       acc.search, key)
+        params = self.family.kernel_params(self.centres, self.kernel_sigma2)
+        acc.search = self.search.estep(chunk, params, self.n_keep, K, acc.stats, acc.search, key)
         if self.keep_state:
             chunk.state[STATE_K] = K
 

@@ -1,9 +1,11 @@
 """Truncated E-step kernels and the additive statistics they accumulate.
 
-Model (seed 000 Eqs. 1-5, seed 004 Eq. 7): isotropic equal-weight GMM with
-centres mu_c and one variance sigma^2. For each point the kernel keeps the C'
-closest clusters K(n) among the clusters it evaluates, computes the truncated
-responsibilities
+The kernels are generic over the model family (:mod:`daskclust.kernels.family`:
+the family's cost, scale and statistics are compiled in). Written out for the
+mean families (seed 000 Eqs. 1-5, seed 004 Eq. 7: isotropic equal-weight GMM
+with centres mu_c and one variance sigma^2, and k-means with C' = 1): for each
+point the kernel keeps the C' closest clusters K(n) among the clusters it
+evaluates, computes the truncated responsibilities
 
     q_c(n) = exp(-d_c(n)^2 / 2 sigma^2) / sum_{c' in K(n)} exp(-d_c'(n)^2 / 2 sigma^2)
 
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from .family import add_point, cost, euclid, scale
 
 # Layout of the scalar accumulator.
 W, LSE, QE, NDIST_POINTS, CHANGED, NDIST_CENTRES = 0, 1, 2, 3, 4, 5
@@ -64,38 +68,30 @@ def insert_sorted(top_d, top_c, size, k, d, c):
 
 
 @njit
-def accumulate_point(x, wi, sel_c, sel_d, k, inv_two_s2, S0, S1, SD2):
-    """Add one point's truncated responsibilities to the statistics.
+def accumulate_point(x, wi, sel_c, sel_d, k, inv_two_s2, params, stats):
+    """Add one point's truncated responsibilities to the family's statistics.
 
-    ``sel_d[:k]`` are the squared distances to the clusters ``sel_c[:k]``,
-    ascending. Returns ``log sum_c exp(-d_c^2 / 2 sigma^2)`` over the k clusters.
+    ``sel_d[:k]`` are the costs of the clusters ``sel_c[:k]`` (see
+    :mod:`daskclust.kernels.family`), ascending. Returns
+    ``log sum_c exp(-cost_c / 2 s)`` over the k clusters.
     """
     dmin = sel_d[0]
     if k == 1:
-        c = sel_c[0]
-        S0[c] += wi
-        for j in range(x.shape[0]):
-            S1[c, j] += wi * x[j]
-        SD2[c] += wi * dmin
+        add_point(x, wi, sel_c[0], dmin, params, stats)
         return -dmin * inv_two_s2
     z = 0.0
     for t in range(k):
         z += np.exp(-(sel_d[t] - dmin) * inv_two_s2)
     for t in range(k):
-        q = np.exp(-(sel_d[t] - dmin) * inv_two_s2) / z
-        wq = wi * q
+        wq = wi * np.exp(-(sel_d[t] - dmin) * inv_two_s2) / z
         if wq == 0.0:
             continue
-        c = sel_c[t]
-        S0[c] += wq
-        for j in range(x.shape[0]):
-            S1[c, j] += wq * x[j]
-        SD2[c] += wq * sel_d[t]
+        add_point(x, wq, sel_c[t], sel_d[t], params, stats)
     return -dmin * inv_two_s2 + np.log(z)
 
 
 @njit(nogil=True, cache=True)
-def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
+def estep_full(X, w, params, n_keep, K, stats, scal):
     """E-step evaluating every cluster for every point (exact search).
 
     Parameters
@@ -104,23 +100,24 @@ def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
         The chunk.
     w : (n,) float64 or (0,) float64
         Sample weights; an empty array means weight 1 for every row.
-    centres : (C, D) float64
-    sigma2 : float
-        Variance used for the responsibilities, > 0: the caller floors it
+    params : a family's parameters (:mod:`daskclust.kernels.family`), ``params.means`` (C, D)
+        float64; for the mean families the variance is floored by the caller
         (:func:`daskclust.models.variance_floor`), so 1 / (2 sigma^2) is finite.
     n_keep : int
         C', clusters kept per point (1 = k-means, C = exact EM).
     K : (n, C') int32 or (n, 0) int32, IN/OUT
         Truncated sets, best first; replaced by the new sets. With zero columns
         no state is kept (exact EM needs none).
-    S0, S1, SD2, scal : float64, IN/OUT
-        Statistics, see the module docstring.
+    stats : tuple of float64 arrays, IN/OUT
+        The family's statistics (mean families: S0, S1, SD2 of the module docstring).
+    scal : float64, IN/OUT
+        The scalars of the module docstring.
     """
     n = X.shape[0]
-    C = centres.shape[0]
+    C = params.means.shape[0]
     k = min(n_keep, C)
     track = K.shape[1] > 0
-    inv_two_s2 = 0.5 / sigma2
+    inv_two_s2 = 0.5 / scale(params)
     d2 = np.empty(C)
     sel_d = np.empty(k)
     sel_c = np.empty(k, dtype=np.int64)
@@ -129,7 +126,7 @@ def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
         x = X[i]
         size = 0
         for c in range(C):
-            d2[c] = sqdist(x, centres[c])
+            d2[c] = cost(x, c, params)
         if k == C:
             # exact EM: every cluster kept; sel ordered by distance only for dmin
             best = 0
@@ -144,11 +141,11 @@ def estep_full(X, w, centres, sigma2, n_keep, K, S0, S1, SD2, scal):
         else:
             for c in range(C):
                 size = insert_sorted(sel_d, sel_c, size, k, d2[c], c)
-        lse = accumulate_point(x, wi, sel_c, sel_d, size, inv_two_s2, S0, S1, SD2)
+        lse = accumulate_point(x, wi, sel_c, sel_d, size, inv_two_s2, params, stats)
         if wi > 0.0:  # with a tiny sigma^2 a far zero-weight row has lse = -inf, and 0 * -inf is NaN
             scal[LSE] += wi * lse
         scal[W] += wi
-        scal[QE] += wi * sel_d[0]
+        scal[QE] += wi * euclid(x, sel_c[0], params, sel_d[0])
         scal[NDIST_POINTS] += C
         if track:
             if K[i, 0] != sel_c[0]:

@@ -23,6 +23,7 @@ from .estep import (
     insert_sorted,
     sqdist,
 )
+from .family import add_point, cost, euclid, scale
 from .rng import randint, uniform
 
 PAIR_BLOCK = 1024
@@ -192,8 +193,8 @@ NEIGHBOURHOOD, SAMPLED = 0, 1
 
 
 @njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_idx, row_cdf, row_len, n_draws,
-                    n_explore, key, collect, S0, S1, SD2, scal, tsum, tcnt, source_row):
+def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_cdf, row_len, n_draws,
+                    n_explore, key, collect, stats, scal, tsum, tcnt, source_row):
     """Partial E-step: each point evaluates candidate clusters joined with its K(n), keeps the C' closest.
 
     Candidates (``mode``):
@@ -212,8 +213,11 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     the source (``source_row[i]``, or i when empty), so the draws do not depend
     on the order in which a worker keeps the rows.
 
-    K : (n, C') int32, IN/OUT, best first, -1 = unknown. Statistics S0, S1,
-    SD2, scal (IN/OUT) as in :mod:`daskclust.kernels.estep`; ``sigma2`` > 0 (floored by the caller).
+    K : (n, C') int32, IN/OUT, best first, -1 = unknown. ``params``: the family's
+    parameters, ``stats`` its statistics and ``scal`` the scalars (IN/OUT), as in
+    :func:`daskclust.kernels.estep.estep_full`. The pair statistics read the cost
+    as a squared Euclidean distance (the mean families' cost), for the bounds
+    of the threshold test and the similarities of Eq. 12.
     Every distance is counted: point-to-centre in scal[NDIST_POINTS],
     centre-to-centre in scal[NDIST_CENTRES].
 
@@ -248,12 +252,13 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
     or inf): sums may be reordered and vectorised, 20 % faster at D = 32; the
     results stay identical wherever the same machine code runs.
     """
-    n, D = X.shape
+    n = X.shape[0]
+    centres = params.means
     C = centres.shape[0]
     G = neighbours.shape[1]
     k = K.shape[1]
     P = max(k, 2) if mode == SAMPLED else k
-    inv_two_s2 = 0.5 / sigma2
+    inv_two_s2 = 0.5 / scale(params)
     mark = np.full(C, -1, dtype=np.int64)
     cap = k * (G + 1) + n_draws + max(n_explore, 1)
     cand = np.empty(cap, dtype=np.int64)
@@ -327,7 +332,7 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
             size = 0
             for t in range(m):
                 c = cand[t]
-                s = sqdist(X[i], centres[c])
+                s = cost(X[i], c, params)
                 d2[t] = s
                 if s < d2[best]:
                     best = t
@@ -339,10 +344,7 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
             if K[i, 0] != bc:
                 ch += 1
             if k == 1:
-                S0[bc] += wi
-                for j in range(D):
-                    S1[bc, j] += wi * X[i, j]
-                SD2[bc] += wi * bd
+                add_point(X[i], wi, bc, bd, params, stats)
                 K[i, 0] = bc
                 if wi > 0.0:  # see estep_full: a zero-weight row adds nothing, not 0 * -inf
                     tl -= wi * bd * inv_two_s2
@@ -353,18 +355,13 @@ def estep_truncated(X, w, centres, sigma2, K, mode, neighbours, thresholds, row_
                     q[t] = np.exp(-(sel_d[t] - bd) * inv_two_s2)
                     z += q[t]
                 for t in range(kept):
-                    wq = wi * q[t] / z
-                    c = sel_c[t]
-                    S0[c] += wq
-                    for j in range(D):
-                        S1[c, j] += wq * X[i, j]
-                    SD2[c] += wq * sel_d[t]
+                    add_point(X[i], wi * q[t] / z, sel_c[t], sel_d[t], params, stats)
                 for t in range(k):
                     K[i, t] = sel_c[t] if t < kept else -1
                 if wi > 0.0:
                     tl += wi * (-bd * inv_two_s2 + np.log(z))
             tw += wi
-            tq += wi * bd
+            tq += wi * euclid(X[i], bc, params, bd)
             nd += m
             if not collect or wi == 0.0:  # a zero-weight row adds no pair (it would only take a rank slot)
                 continue

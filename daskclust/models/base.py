@@ -10,11 +10,15 @@ estimator (``KMeans`` -> :class:`~daskclust.models.kmeans.KMeansFamily`,
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
-from ..kernels.estep import N_SCALARS, W
+from ..kernels import family as kernel
+from ..kernels.estep import N_SCALARS, W, sqdist
 
 _EPS = float(np.finfo(np.float64).eps)
 _TINY = float(np.finfo(np.float64).tiny)
@@ -39,9 +43,9 @@ class MeanStats:
         return cls(np.zeros(n_clusters), np.zeros((n_clusters, n_features)), np.zeros(n_clusters),
                    np.zeros(N_SCALARS))
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The kernels' IN/OUT arguments, in their order."""
-        return self.S0, self.S1, self.SD2, self.scal
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The per-component statistics as the kernels' ``stats`` tuple (IN/OUT); ``scal`` is passed apart."""
+        return self.S0, self.S1, self.SD2
 
     def merge(self, other: MeanStats) -> MeanStats:
         """Add ``other`` in place (the statistics are sums over rows); returns self."""
@@ -50,6 +54,49 @@ class MeanStats:
         self.SD2 += other.SD2
         self.scal += other.scal
         return self
+
+
+MeanParams = namedtuple("MeanParams", ["means", "sigma2"])
+"""The kernels' parameters of the mean families (k-means, isotropic): (C, D) float64 means and the
+floored shared variance. cost = ||x - mu_c||^2, scale = sigma^2 (seed 000 Eq. 5)."""
+
+
+def _is_mean_params(params) -> bool:
+    return isinstance(params, types.BaseNamedTuple) and params.instance_class is MeanParams
+
+
+@overload(kernel.cost, inline="always")
+def _mean_cost(x, c, params):
+    if _is_mean_params(params):
+        return lambda x, c, params: sqdist(x, params.means[c])
+    return None
+
+
+@overload(kernel.scale, inline="always")
+def _mean_scale(params):
+    if _is_mean_params(params):
+        return lambda params: params.sigma2
+    return None
+
+
+@overload(kernel.euclid, inline="always")
+def _mean_euclid(x, c, params, value):
+    if _is_mean_params(params):
+        return lambda x, c, params, value: value
+    return None
+
+
+@overload(kernel.add_point, inline="always")
+def _mean_add_point(x, wq, c, value, params, stats):
+    """S0[c] += wq, S1[c] += wq x, SD2[c] += wq ||x - mu_c||^2 (see :class:`MeanStats`)."""
+    if _is_mean_params(params):
+        def impl(x, wq, c, value, params, stats):
+            stats[0][c] += wq  # no tuple unpacking: numba's IR inlining then dropped the SD2 update
+            for j in range(x.shape[0]):
+                stats[1][c, j] += wq * x[j]
+            stats[2][c] += wq * value
+        return impl
+    return None
 
 
 def variance_floor(sigma2: float, centres: np.ndarray) -> float:
@@ -96,6 +143,10 @@ class Family:
 
     def new_stats(self, n_clusters: int, n_features: int) -> MeanStats:
         return MeanStats.zeros(n_clusters, n_features)
+
+    def kernel_params(self, centres: np.ndarray, sigma2: float) -> MeanParams:
+        """The parameters as the E-step kernels take them (``sigma2`` already floored)."""
+        return MeanParams(centres, float(sigma2))
 
     def m_step(self, stats: MeanStats, centres: np.ndarray, reg: float) -> tuple[np.ndarray, float]:
         return mean_m_step(stats, centres, reg)

@@ -42,8 +42,8 @@ class FullPayload:
     def new_acc(self, n_clusters: int) -> None:
         return None
 
-    def estep(self, chunk: Chunk, centres, sigma2: float, n_keep: int, K, stats: MeanStats, acc, key):
-        estep_full(chunk.X, chunk.w, centres, sigma2, n_keep, K, *stats.arrays())
+    def estep(self, chunk: Chunk, params, n_keep: int, K, stats: MeanStats, acc, key):
+        estep_full(chunk.X, chunk.w, params, n_keep, K, stats.arrays(), stats.scal)
         return acc
 
 
@@ -85,14 +85,15 @@ class NeighbourhoodPayload:
         return NeighbourhoodAcc(np.zeros(self.neighbours.shape), np.zeros(self.neighbours.shape),
                                 PairStats.empty(n_clusters, self.pairs_per_row, False))
 
-    def estep(self, chunk, centres, sigma2, n_keep, K, stats, acc, key):
+    def estep(self, chunk, params, n_keep, K, stats, acc, key):
         tsum, tcnt = (acc.tsum, acc.tcnt) if self.collect else (_NO_TABLE, _NO_TABLE)
         thresholds = self.thresholds if self.collect else _NO_THRESHOLDS
         keys, sums, weights, rank = estep_truncated(
-            chunk.X, chunk.w, centres, sigma2, K, NEIGHBOURHOOD, self.neighbours, thresholds, *_NO_ROWS, 0,
-            self.n_explore, key, self.collect, *stats.arrays(), tsum, tcnt, _source_row(chunk))
+            chunk.X, chunk.w, params, K, NEIGHBOURHOOD, self.neighbours, thresholds, *_NO_ROWS, 0,
+            self.n_explore, key, self.collect, stats.arrays(), stats.scal, tsum, tcnt, _source_row(chunk))
         if self.collect:
-            acc.pairs = acc.pairs.merge(PairStats(keys, sums, weights, rank, len(centres), self.pairs_per_row, False))
+            acc.pairs = acc.pairs.merge(PairStats(keys, sums, weights, rank, len(params.means), self.pairs_per_row,
+                                                  False))
         return acc
 
 
@@ -113,9 +114,9 @@ class SampledPayload:
     def new_acc(self, n_clusters: int) -> PairStats:
         return PairStats.empty(n_clusters, self.pairs_per_row, True)
 
-    def estep(self, chunk, centres, sigma2, n_keep, K, stats, acc, key):
+    def estep(self, chunk, params, n_keep, K, stats, acc, key):
         keys, sums, weights, rank = estep_truncated(
-            chunk.X, chunk.w, centres, sigma2, K, SAMPLED, _NO_NEIGHBOURS, _NO_THRESHOLDS, self.row_idx,
-            self.row_cdf, self.row_len, self.n_draws, self.n_explore, key, True, *stats.arrays(), _NO_TABLE,
-            _NO_TABLE, _source_row(chunk))
-        return acc.merge(PairStats(keys, sums, weights, rank, len(centres), self.pairs_per_row, True))
+            chunk.X, chunk.w, params, K, SAMPLED, _NO_NEIGHBOURS, _NO_THRESHOLDS, self.row_idx,
+            self.row_cdf, self.row_len, self.n_draws, self.n_explore, key, True, stats.arrays(), stats.scal,
+            _NO_TABLE, _NO_TABLE, _source_row(chunk))
+        return acc.merge(PairStats(keys, sums, weights, rank, len(params.means), self.pairs_per_row, True))
