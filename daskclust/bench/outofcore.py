@@ -120,6 +120,7 @@ def run(client) -> Table:
     )
     gb = N_ROWS * N_FEATURES * 4 / 1e9
     can_drop = drop_page_cache()
+    measured = []  # the verdict's values, unformatted
     for compression in (None, "zstd"):
         path = dataset(compression)
         sample = np.asarray(zarr.open_array(path, mode="r")[:20000])
@@ -141,6 +142,9 @@ def run(client) -> Table:
                 model = KMeans(N_CLUSTERS, init="random", random_state=0, max_iter=MAX_ITER, tol=0,
                                callback=record).fit(path, client=client)
             seconds = float(np.median([r["seconds"] for r in model.history_[1:]]))
+            measured.append({"layout": compression or "none", "cache": cache, "ratio": seconds / floor,
+                             "peak_mb": watch.worker_peak / 2**20,
+                             "growth_mb": (per_iteration_rss[-1] - per_iteration_rss[0]) / 2**20})
             table.rows.append([
                 compression or "none", cache, floor, gb / floor, model.seeding_time_,
                 f"{model.n_iter_} ({'converged' if model.converged_ else 'max_iter'})", seconds,
@@ -155,23 +159,24 @@ def run(client) -> Table:
     table.notes.append("s / iteration: median wall-clock of the EM iterations after the first (E-step pass "
                        "streaming every chunk from zarr with one chunk read ahead, M-step, neighbourhood update), "
                        f"random seeds, {MAX_ITER} M-steps, tol=0; target <= 1.3x the floor")
-    table.prose.append(verdict(table.rows))
+    table.prose.append(verdict(measured))
     return table
 
 
-def verdict(rows: list[list]) -> str:
-    """The target (an iteration within 1.3x one read of the array) per layout, and memory, from ``rows``."""
+def verdict(measured: list[dict]) -> str:
+    """The target (an iteration within 1.3x one read of the array) per layout, and memory, from the
+    measurements of :func:`run` (layout, cache, ratio, peak_mb, growth_mb per fit)."""
     layouts = []
-    for layout in dict.fromkeys(r[0] for r in rows):
-        ratios = [(r[1], float(r[7].rstrip("x"))) for r in rows if r[0] == layout]
-        met = all(v <= 1.3 for _, v in ratios)
-        listed = " and ".join(f"{v:.2f}x {cache}" for cache, v in ratios)
+    for layout in dict.fromkeys(m["layout"] for m in measured):
+        fits = [m for m in measured if m["layout"] == layout]
+        met = all(m["ratio"] <= 1.3 for m in fits)
+        listed = " and ".join(f"{m['ratio']:.2f}x {m['cache']}" for m in fits)
         layouts.append(f"{'met' if met else 'missed'} with {layout} compression ({listed})")
-    peak = max(r[8] for r in rows)
-    growth = max(int(r[9].split(" -> ")[1]) - int(r[9].split(" -> ")[0]) for r in rows)
+    peak = max(m["peak_mb"] for m in measured)
+    growth = max(m["growth_mb"] for m in measured)
     return (f"Out-of-core iteration against one read of the zarr array (target 1.3x): {'; '.join(layouts)}. On 2 "
             f"cores reading is not free: the floor keeps both cores busy (decompression, or copies from the page "
             f"cache), so an iteration costs close to floor + compute / 2 rather than max(floor, compute); the more "
             f"CPU a byte costs to read, the better the compute hides. Worker memory stays bounded: peak "
-            f"{peak:.0f} MB of the 1 GiB limit, and a worker's memory after the last iteration is at most {growth} MB "
+            f"{peak:.0f} MB of the 1 GiB limit, and a worker's memory after the last iteration is at most {growth:.0f} MB "
             f"above that after the first.")

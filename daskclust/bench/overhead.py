@@ -115,8 +115,8 @@ def run(client) -> Table:
             estep = time_passes(engine, lambda s=search: EStepOp(FAMILIES["kmeans"], centres, 1.0, 1, True, s.payload()), 200)
         table.rows.append(["empty (N = 10,000, D = 2)", f"{n_workers} x 1", data.n_chunks, 1e3 * empty, "-", 20])
         table.rows.append(["KMeans E-step, C = 16", f"{n_workers} x 1", data.n_chunks, 1e3 * estep, "-", 20])
-    for workers in REDUCTION_WORKERS:
-        table.rows.extend(pair_reduction_rows(workers))
+    reduction = [row for workers in REDUCTION_WORKERS for row in pair_reduction_rows(workers)]
+    table.rows.extend(reduction)
     table.notes.append("median of 200 passes (20 for the C = 4096 rows); one Dask actor per worker, tree merge "
                        "worker-to-worker")
     table.notes.append(f"C = {REDUCTION_CLUSTERS} rows: BIRCH grid, 10 points per cluster (N = "
@@ -131,21 +131,20 @@ def run(client) -> Table:
     per_iter = 1e3 * float(np.median([r["seconds"] for r in model.history_]))
     table.notes.append(f"KMeans() defaults, C = 100, on the same N = 10,000 data ({data.n_chunks} chunks): median "
                        f"{per_iter:.1f} ms per full iteration (E-step pass, M-step, neighbourhood update; target 20 ms)")
-    table.prose.append(reduction_verdict(table.rows))
+    table.prose.append(reduction_verdict(reduction))
     return table
 
 
 def reduction_verdict(rows: list[list]) -> str:
-    """What the C = 4096 rows show, written from them: driver bytes per search and workers, and the
-    empty pass's time as the processes outnumber the cores."""
-    reduction = [r for r in rows if "40,960" in r[0] or f"C = {REDUCTION_CLUSTERS}" in r[0]]
+    """What the rows of :func:`pair_reduction_rows` show, written from them: driver bytes per search
+    and workers, and the empty pass's time as the processes outnumber the cores."""
     parts = []
     for name in ("estimated", "sampled"):
-        sizes = {r[1]: r[4] for r in reduction if r[0].startswith(name)}
+        sizes = {r[1]: r[4] for r in rows if r[0].startswith(name)}
         flat = "the same" if len(set(sizes.values())) == 1 else f"{max(sizes.values()) / min(sizes.values()):.2f}x apart"
         listed = ", ".join(f"{b:,} bytes with {w.split(' ')[0]}" for w, b in sizes.items())
         parts.append(f"{name} search: {listed} worker processes ({flat})")
-    empty = {r[1]: r[3] for r in reduction if r[0].startswith("empty")}
+    empty = {r[1]: r[3] for r in rows if r[0].startswith("empty")}
     times = ", ".join(f"{ms:.3g} ms with {w.split(' ')[0]}" for w, ms in empty.items())
     return (f"Pair statistics reduced in the worker tree (issue 9), C = {REDUCTION_CLUSTERS}: the driver receives "
             f"per pass, {'; '.join(parts)}. Each merge prunes to a bound of 2 C M pairs that does not depend on the "

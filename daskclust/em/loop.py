@@ -110,7 +110,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     (:meth:`~daskclust.models.Family.free_energy`).
     """
     centres, sigma2, prev_f = start.centres, start.sigma2, start.prev_f
-    C, D = centres.shape
+    C = centres.shape[0]
     n_samples = engine.data.n_samples
     history: list[dict] = list(start.history)
     first_m = settings.n_init_esteps
