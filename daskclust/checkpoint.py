@@ -12,7 +12,7 @@ the newest two complete ones are kept:
   location, the seed (the random streams are keyed by seed, iteration and
   chunk, so the iteration is the RNG position), the seeding's figures, the
   history, the loop position, and ``complete``, written last;
-- arrays: the centres and the search strategy's tables;
+- arrays: the model's parameters (means, weights, covariances) and the search strategy's tables;
 - ``chunks/NNNNNN/``: each chunk's per-row state (K(n)) and row order, written
   by the worker that holds the chunk (nothing of size N passes the driver).
 
@@ -35,11 +35,14 @@ import zarr
 
 from . import __version__
 from .em.loop import LoopState
+from .models import Params
 from .errors import CheckpointError
 from .io import (ARRAY_CONFIG, Location, check_target, discard, mark, missing_chunks, remove_store, store_kind,
                  swap_in)
 
-FORMAT = 1
+FORMAT = 2
+"""Version of the layout; 2: the model's means, weights and covariances (format 1 held centres and sigma^2)."""
+PARAM_ARRAYS = ("means", "weights", "covariances")
 KEEP = 2
 PREFIX = "ckpt-"
 
@@ -109,7 +112,8 @@ class Checkpointer:
         if local:
             discard(target)
         group = zarr.open_group(target, mode="w", **self.location.zarr_kwargs)
-        group.create_array("centres", data=np.ascontiguousarray(state.centres), config=ARRAY_CONFIG)
+        for name, value in state.params.arrays().items():
+            group.create_array(name, data=np.array(value, order="C"), config=ARRAY_CONFIG)  # 0-d stays 0-d
         for key, value in search.items():
             group.create_array(f"search_{key}", data=np.ascontiguousarray(value), config=ARRAY_CONFIG)
         engine.save_state(target)
@@ -118,7 +122,6 @@ class Checkpointer:
             "daskclust_version": __version__,
             "meta": json.dumps(self.meta),
             "iteration": state.iteration,
-            "sigma2": state.sigma2,
             "prev_f": state.prev_f,
             "history": json.dumps(state.history),
             "search_keys": sorted(search),
@@ -185,11 +188,11 @@ def load(path: str | os.PathLike) -> Checkpoint:
     except Exception as exc:  # noqa: BLE001 - missing or unreadable: not a checkpoint
         raise CheckpointError(f"{url!r} is not a daskclust checkpoint ({type(exc).__name__}: {exc})") from exc
     if not attrs.get("complete"):
-        if "centres" in group or url.endswith(".tmp"):
+        if "means" in group or url.endswith(".tmp"):
             raise CheckpointError(f"checkpoint {url!r} is incomplete: it was interrupted while writing; "
                                   "resume from the checkpoint directory to use the previous one")
         raise CheckpointError(f"{url!r} is not a daskclust checkpoint")
-    if not isinstance(attrs.get("daskclust_checkpoint"), int) or attrs["daskclust_checkpoint"] > FORMAT:
+    if attrs.get("daskclust_checkpoint") != FORMAT:
         raise CheckpointError(f"checkpoint {url!r} has format {attrs.get('daskclust_checkpoint')!r}, not one this "
                               f"daskclust ({__version__}) reads")
     try:
@@ -198,19 +201,19 @@ def load(path: str | os.PathLike) -> Checkpoint:
             raise ValueError("its metadata lack the estimator, data or seed")
         _verify(group, url, len(meta["data"]["bounds"]) - 1)
         search = {key: group[f"search_{key}"][:] for key in attrs["search_keys"]}
-        state = LoopState(int(attrs["iteration"]), group["centres"][:], float(attrs["sigma2"]), attrs["prev_f"],
-                          json.loads(attrs["history"]))
+        params = Params(**{name: group[name][...] for name in PARAM_ARRAYS})  # [...]: 0-d arrays too
+        state = LoopState(int(attrs["iteration"]), params, attrs["prev_f"], json.loads(attrs["history"]))
     except Exception as exc:  # noqa: BLE001 - damaged attributes or arrays: one clear error
         raise CheckpointError(f"checkpoint {url!r} is damaged ({type(exc).__name__}: {exc})") from exc
-    if not np.all(np.isfinite(state.centres)):
-        raise CheckpointError(f"checkpoint {url!r} is damaged: its centres are not all finite")
+    if not all(np.all(np.isfinite(value)) for value in state.params.arrays().values()):
+        raise CheckpointError(f"checkpoint {url!r} is damaged: its parameters are not all finite")
     return Checkpoint(url, state, search, meta)
 
 
 def _verify(group: zarr.Group, url: str, n_chunks: int) -> None:
     """Raise unless every array of the checkpoint at ``url``, and each of the ``n_chunks`` chunk
     states (groups ``chunks/NNNNNN`` written by the shards), is whole."""
-    names = ["centres"] + [f"search_{key}" for key in group.attrs["search_keys"]]
+    names = list(PARAM_ARRAYS) + [f"search_{key}" for key in group.attrs["search_keys"]]
     arrays = [(name, group[name]) for name in names]
     for index in range(n_chunks):
         try:

@@ -54,5 +54,9 @@ class CheckpointError(StoreError, RuntimeError):
     """A checkpoint cannot be written or is incomplete / damaged / inconsistent."""
 
 
+class ConvergenceError(DaskclustError, ValueError):
+    """The fit cannot go on: a covariance is not positive definite (raise ``reg_covar``)."""
+
+
 class ConvergenceWarning(UserWarning):
     """The fit ended with a degenerate model (e.g. fewer distinct points than clusters)."""

@@ -312,3 +312,41 @@ def kd_leaf_order(centres, leaf=8):
         return visit(idx[order[:half]]) + visit(idx[order[half:]])
 
     return np.concatenate(visit(np.arange(len(centres))))
+
+
+def gaussian_log_joint(X, weights, means, cov, cov_type):
+    """log pi_c N(x_n; mu_c, Sigma_c) for every row and component, (N, C), textbook numpy."""
+    N, D = X.shape
+    out = np.empty((N, len(means)))
+    for c in range(len(means)):
+        diff = X - means[c]
+        if cov_type == "spherical":
+            maha, logdet = (diff ** 2).sum(1) / cov[c], D * np.log(cov[c])
+        elif cov_type == "diag":
+            maha, logdet = (diff ** 2 / cov[c]).sum(1), np.log(cov[c]).sum()
+        else:
+            maha = np.einsum("nd,de,ne->n", diff, np.linalg.inv(cov[c]), diff)
+            logdet = np.linalg.slogdet(cov[c])[1]
+        with np.errstate(divide="ignore"):
+            out[:, c] = np.log(weights[c]) - 0.5 * (D * np.log(2 * np.pi) + logdet + maha)
+    return out
+
+
+def gaussian_em_step(X, w, weights, means, cov, cov_type, reg):
+    """One exact EM iteration of a weighted-data Gaussian mixture (responsibilities from all
+    components, then the M-step of Bishop 9.24-9.26 with reg added to the variances).
+    Returns (log-likelihood per point at the given parameters, new weights, means, covariances)."""
+    lj = gaussian_log_joint(X, weights, means, cov, cov_type)
+    m = lj.max(1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(lj - m).sum(1))
+    R = np.exp(lj - lse[:, None]) * w[:, None]
+    nk = R.sum(0)
+    new_means = R.T @ X / nk[:, None]
+    D = X.shape[1]
+    if cov_type == "full":
+        new_cov = np.stack([(R[:, c, None] * (X - new_means[c])).T @ (X - new_means[c]) / nk[c] + reg * np.eye(D)
+                            for c in range(len(nk))])
+    else:
+        diag = np.stack([(R[:, c, None] * (X - new_means[c]) ** 2).sum(0) / nk[c] for c in range(len(nk))]) + reg
+        new_cov = diag if cov_type == "diag" else diag.mean(1)
+    return float((w * lse).sum() / w.sum()), nk / nk.sum(), new_means, new_cov

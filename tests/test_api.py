@@ -31,7 +31,7 @@ def test_params_round_trip_and_clone():
     assert twin.get_params() == params and twin is not model
     assert model.set_params(max_iter=3) is model and model.max_iter == 3
     assert repr(model) == "KMeans(n_clusters=7, init='afkmc2', max_iter=3, tol=0.001)"
-    gmm = daskclust.GaussianMixture(4, n_truncated=2)
+    gmm = daskclust.GaussianMixture(4, covariance_type="isotropic", n_truncated=2)
     assert clone(gmm).get_params()["n_truncated"] == 2
 
 
@@ -84,8 +84,8 @@ def test_save_and_load(fitted, tmp_path):
 
 def test_gaussian_mixture_api(client):
     X, _ = birch(9, points=40, seed=2)
-    gmm = daskclust.GaussianMixture(9, random_state=0).fit(X, client=client)
-    proba = gmm.predict_proba(X)
+    gmm = daskclust.GaussianMixture(9, covariance_type="isotropic", random_state=0).fit(X, client=client)
+    proba = gmm.predict_proba(X, n_truncated=9, dense=True)  # the whole posterior
     np.testing.assert_allclose(proba.sum(1), 1.0)
     np.testing.assert_array_equal(proba.argmax(1), gmm.predict(X))
     assert gmm.weights_.sum() == pytest.approx(1.0)
@@ -112,7 +112,7 @@ def test_verbose_prints_progress(client, capsys):
 
 def test_embedded_local_cluster_is_used_and_closed():
     X, _ = birch(4, points=30, seed=5)
-    model = daskclust.GaussianMixture(4, random_state=0, verbose=0).fit(X)
+    model = daskclust.GaussianMixture(4, covariance_type="isotropic", random_state=0, verbose=0).fit(X)
     assert model.converged_
     from daskclust.engine.cluster import active_client
 

@@ -85,7 +85,7 @@ def test_fewer_positive_weights_than_clusters(client, n_positive):
 def test_gmm_without_reg_covar_on_constant_data(client, n_truncated):
     X = np.full((300, 3), 0.5)
     with pytest.warns(ConvergenceWarning, match=FEWER):
-        model = daskclust.GaussianMixture(4, n_truncated=n_truncated, reg_covar=0.0, random_state=0).fit(
+        model = daskclust.GaussianMixture(4, covariance_type="isotropic", n_truncated=n_truncated, reg_covar=0.0, random_state=0).fit(
             X, client=client)
     assert_finite(model)
     assert model.sigma2_ > 0  # the floored variance the model used, so that its density is defined
@@ -98,7 +98,7 @@ def test_gmm_zero_weight_rows_far_from_collapsed_components(client):
     X = np.vstack([np.zeros((20, 2)), np.full((20, 2), 1e6)])
     w = np.r_[np.ones(20), np.zeros(20)]
     with pytest.warns(ConvergenceWarning, match=FEWER):
-        model = daskclust.GaussianMixture(2, n_truncated=None, reg_covar=0.0, random_state=0).fit(
+        model = daskclust.GaussianMixture(2, covariance_type="isotropic", n_truncated=None, reg_covar=0.0, random_state=0).fit(
             X, sample_weight=w, client=client)
     assert_finite(model)
 
@@ -137,7 +137,7 @@ def test_scale_kernels():
 ])
 def test_nonfinite_parameters_are_refused(params, name):
     with pytest.raises(InvalidParameterError, match=rf"{name} must be a finite number, got (np\.float64\()?(nan|inf)"):
-        daskclust.GaussianMixture(2, **params).fit(np.zeros((10, 2)), client=object())  # before the client is used
+        daskclust.GaussianMixture(2, covariance_type="isotropic", **params).fit(np.zeros((10, 2)), client=object())  # before the client is used
 
 
 def test_dask_input_with_unknown_chunk_sizes_is_refused_before_any_work():

@@ -23,7 +23,7 @@ from daskclust.kernels.ballindex import ball_nearest, build_ball_index, greedy_k
 from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys, potentials
 from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
 
-from daskclust.models.base import MeanParams
+from daskclust.models import MeanParams
 from reference import sq_distances, truncated_estep
 
 

@@ -37,7 +37,7 @@ def capped_client():
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
                       memory_limit="8GiB") as cluster, Client(cluster, set_as_default=False) as client:
         small = np.random.default_rng(0).standard_normal((5000, 2)).astype(np.float32)
-        daskclust.GaussianMixture(20, random_state=0, max_iter=2).fit(small, client=client)  # compile, import
+        daskclust.GaussianMixture(20, covariance_type="isotropic", random_state=0, max_iter=2).fit(small, client=client)  # compile, import
         client.run(_cap_address_space, HEADROOM)
         yield client
 
@@ -46,7 +46,7 @@ def test_one_chunk_of_millions_of_rows_fits_in_bounded_memory(capped_client):
     rng = np.random.default_rng(1)
     centres = rng.uniform(-50, 50, (100, 2))
     X = (centres[rng.integers(0, 100, ROWS)] + rng.standard_normal((ROWS, 2))).astype(np.float32)
-    model = daskclust.GaussianMixture(100, random_state=0, max_iter=2, chunk_rows=ROWS)
+    model = daskclust.GaussianMixture(100, covariance_type="isotropic", random_state=0, max_iter=2, chunk_rows=ROWS)
     model.fit(X, client=capped_client)
     assert model.n_iter_ == 2
     f = [row["free_energy"] for row in model.history_]

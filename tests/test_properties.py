@@ -12,8 +12,8 @@ from conftest import birch, blobs
 
 MODELS = {
     "kmeans": lambda C, **kw: daskclust.KMeans(C, **kw),
-    "gmm-exact": lambda C, **kw: daskclust.GaussianMixture(C, **kw),
-    "gmm-truncated": lambda C, **kw: daskclust.GaussianMixture(C, n_truncated=3, **kw),
+    "gmm-exact": lambda C, **kw: daskclust.GaussianMixture(C, covariance_type="isotropic", **kw),
+    "gmm-truncated": lambda C, **kw: daskclust.GaussianMixture(C, covariance_type="isotropic", n_truncated=3, **kw),
 }
 
 
@@ -52,7 +52,7 @@ def assert_same_model(a, b, rtol=1e-12):
 @pytest.mark.parametrize("init", ["k-means||", "afkmc2", "random", "k-means++"])
 def test_same_model_on_one_two_workers_and_threads(client, client_one_worker, client_threads, init):
     X, _ = birch(36, points=60, seed=8)
-    models = [daskclust.GaussianMixture(30, n_truncated=2, init=init, random_state=5, tol=0, max_iter=10,
+    models = [daskclust.GaussianMixture(30, covariance_type="isotropic", n_truncated=2, init=init, random_state=5, tol=0, max_iter=10,
                                         chunk_rows=150).fit(X, client=c)
               for c in (client, client_one_worker, client_threads)]
     assert_same_model(models[0], models[1])

@@ -45,7 +45,7 @@ def data():
 @pytest.mark.parametrize("kind", ["kmeans", "gmm"])
 def test_resume_equals_the_uninterrupted_fit(client, tmp_path, data, kind):
     common = dict(random_state=3, init="random", tol=0, max_iter=14)  # random seeds: 15 iterations to go
-    est = daskclust.KMeans(64, **common) if kind == "kmeans" else daskclust.GaussianMixture(64, **common)
+    est = daskclust.KMeans(64, **common) if kind == "kmeans" else daskclust.GaussianMixture(64, covariance_type="isotropic", **common)
     plain = clone(est).fit(data, client=client)
     whole = clone(est).fit(data, client=client, checkpoint=tmp_path / "whole", checkpoint_every=3)
     assert_same_model(plain, whole)
@@ -98,7 +98,7 @@ def test_resume_refuses_other_data_or_parameters(client, tmp_path, data):
     with pytest.raises(CheckpointError, match="other parameters: n_neighbors=5"):
         daskclust.KMeans(64, random_state=5, n_neighbors=3).fit(data, client=client, resume=run)
     with pytest.raises(CheckpointError, match="is of a KMeans"):
-        daskclust.GaussianMixture(64, random_state=5).fit(data, client=client, resume=run)
+        daskclust.GaussianMixture(64, covariance_type="isotropic", random_state=5).fit(data, client=client, resume=run)
     with pytest.raises(CheckpointError, match="no checkpoint"):
         daskclust.KMeans(64).fit(data, client=client, resume=tmp_path / "nothing")
 

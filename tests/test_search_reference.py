@@ -24,7 +24,7 @@ from daskclust.kernels.rng import randint, stream_key, uniform
 from daskclust.kernels.search import NEIGHBOURHOOD, PAIR_BLOCK, SAMPLED, centre_neighbours, estep_truncated
 from daskclust.search import SearchConfig
 from daskclust.search.neighbours import ROWS_PER_TASK, estimated_neighbours, exact_neighbours
-from daskclust.models.base import MeanParams
+from daskclust.models import MeanParams
 from daskclust.search.pairs import PairStats
 from daskclust.search.payloads import NeighbourhoodAcc
 from daskclust.search.strategies import EstimatedSearch, ExhaustiveSearch, FullSearch, SampledSearch
@@ -538,7 +538,7 @@ def test_history_counts_distances(client):
     full = daskclust.KMeans(C, search="full", **common).fit(X, client=client)
     assert [r["n_distances_points"] for r in full.history_] == [N * C] * len(full.history_)
     assert [r["n_distances_centres"] for r in full.history_] == [C] * len(full.history_)
-    gmm = daskclust.GaussianMixture(C, n_truncated=C, n_init_esteps=2, **common).fit(X, client=client)
+    gmm = daskclust.GaussianMixture(C, covariance_type="isotropic", n_truncated=C, n_init_esteps=2, **common).fit(X, client=client)
     assert [r["n_distances_points"] for r in gmm.history_] == [N * C] * len(gmm.history_)
     assert [r["n_distances_centres"] for r in gmm.history_] == _expected_centre_counts(gmm.history_, C, 2, 0, 0)
     assert gmm.history_[0]["n_distances_centres"] == 0
@@ -628,7 +628,7 @@ def test_sampled_search_recovers_the_birch_grid(client, monkeypatch, kind):
         fractions = []
         for seed in range(3):
             kw = dict(search=search, init="random", random_state=seed, n_explore=0, n_samples=3, max_iter=40)
-            est = daskclust.KMeans(49, **kw) if kind == "kmeans" else daskclust.GaussianMixture(49, n_truncated=2,
+            est = daskclust.KMeans(49, **kw) if kind == "kmeans" else daskclust.GaussianMixture(49, covariance_type="isotropic", n_truncated=2,
                                                                                                  **kw)
             fractions.append(recovered_fraction(centres, est.fit(X, client=client).centres_)[0])
         return float(np.median(fractions))
@@ -657,7 +657,7 @@ def test_float32_input_fits_the_same_model(client, tmp_path, kind, search):
 
     def fit(data):
         kw = dict(init="k-means||", random_state=4, tol=0, max_iter=8, chunk_rows=300, search=search)
-        est = daskclust.KMeans(10, **kw) if kind == "kmeans" else daskclust.GaussianMixture(10, n_truncated=3, **kw)
+        est = daskclust.KMeans(10, **kw) if kind == "kmeans" else daskclust.GaussianMixture(10, covariance_type="isotropic", n_truncated=3, **kw)
         return est.fit(data, client=client)
 
     ref = fit(X32.astype(np.float64))

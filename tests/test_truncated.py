@@ -20,7 +20,7 @@ STRATEGIES = ["full", "exhaustive", "estimated", "sampled"]
 def model(kind, C, search, **kw):
     if kind == "kmeans":
         return daskclust.KMeans(C, search=search, **kw)
-    return daskclust.GaussianMixture(C, search=search, n_truncated=3, **kw)
+    return daskclust.GaussianMixture(C, covariance_type="isotropic", search=search, n_truncated=3, **kw)
 
 
 @pytest.mark.parametrize("search", STRATEGIES)
@@ -41,7 +41,7 @@ def test_free_energy_never_decreases(client, search, kind, data, variant):
 def test_gmm_full_search_with_all_components_is_exact_em(client):
     X, _ = birch(9, points=40, seed=22)
     init = X[:9] + 0.3
-    ours = daskclust.GaussianMixture(9, n_truncated=9, search="full", init=init, tol=0, max_iter=6, reg_covar=0,
+    ours = daskclust.GaussianMixture(9, covariance_type="isotropic", n_truncated=9, search="full", init=init, tol=0, max_iter=6, reg_covar=0,
                                      n_init_esteps=0).fit(X, client=client)
     rows, mu = gmm_em(X, init, 6)
     np.testing.assert_allclose([r["free_energy"] for r in ours.history_], [r[0] for r in rows], rtol=1e-8)
@@ -51,7 +51,7 @@ def test_gmm_full_search_with_all_components_is_exact_em(client):
 def test_gmm_full_search_with_one_component_is_lloyd(client):
     X, _ = birch(25, points=40, seed=23)
     init = X[:25]
-    ours = daskclust.GaussianMixture(25, n_truncated=1, search="full", init=init, tol=0, max_iter=5, reg_covar=0,
+    ours = daskclust.GaussianMixture(25, covariance_type="isotropic", n_truncated=1, search="full", init=init, tol=0, max_iter=5, reg_covar=0,
                                      n_init_esteps=0).fit(X, client=client)
     ref = SKKMeans(25, init=init, n_init=1, tol=0, max_iter=5, algorithm="lloyd").fit(X)
     np.testing.assert_allclose(ours.means_, ref.cluster_centers_, rtol=1e-6, atol=1e-9)
@@ -84,7 +84,7 @@ def test_recovers_the_birch_grid(client, kind):
     fractions = []
     for seed in range(5):
         est = daskclust.KMeans(100, random_state=seed) if kind == "kmeans" else \
-            daskclust.GaussianMixture(100, random_state=seed)
+            daskclust.GaussianMixture(100, covariance_type="isotropic", random_state=seed)
         fitted = est.fit(X, client=client)
         fractions.append(recovered_fraction(centres, fitted.centres_)[0])
     assert np.median(fractions) >= 0.95, fractions
@@ -104,7 +104,7 @@ def test_truncation_loses_nothing_from_afkmc2_seeds(client, kind):
             if kind == "kmeans":
                 est = daskclust.KMeans(100, search=search, init="afkmc2", random_state=seed)
             else:
-                est = daskclust.GaussianMixture(100, search=search, init="afkmc2", random_state=seed,
+                est = daskclust.GaussianMixture(100, covariance_type="isotropic", search=search, init="afkmc2", random_state=seed,
                                                 n_truncated=5 if search == "estimated" else 100)
             fractions.append(recovered_fraction(centres, est.fit(X, client=client).centres_)[0])
         medians[search] = np.median(fractions)

@@ -88,5 +88,5 @@ def warm_up(X, client) -> None:
     sample = X[: min(len(X), 5000)]
     from .. import GaussianMixture, KMeans
 
-    for estimator in (KMeans(32, random_state=0), GaussianMixture(32, random_state=0)):
+    for estimator in (KMeans(32, random_state=0), GaussianMixture(32, covariance_type="isotropic", random_state=0)):
         estimator.fit(sample, client=client)

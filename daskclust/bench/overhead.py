@@ -83,10 +83,11 @@ def pair_reduction_rows(n_workers: int, repeats: int = 20) -> list[list]:
         for name, keep, family in (("estimated", 1, FAMILIES["kmeans"]), ("sampled", 3, FAMILIES["isotropic"])):
             search = make_search(name, SearchConfig(C, keep))
             search.start(centres, 1.0)
+            kernel = family.kernel_params(family.initial_params(centres, 1.0, 0.0))
             times, nbytes = [], []
             for it in range(2 + repeats):  # two warm-up passes; the search digests each, as in a fit
                 t0 = time.perf_counter()
-                acc = engine.map_reduce(EStepOp(family, centres, 1.0, keep, True, search.payload(), 0, it))
+                acc = engine.map_reduce(EStepOp(family, kernel, keep, True, search.payload(), 0, it))
                 times.append(time.perf_counter() - t0)
                 nbytes.append(len(pickle.dumps(acc, protocol=5)))
                 search.update(acc.search, centres, 1.0)
@@ -112,7 +113,9 @@ def run(client) -> Table:
         search.start(centres, 1.0)
         with Engine(data, client) as engine:
             empty = time_passes(engine, NoOp, 200)
-            estep = time_passes(engine, lambda s=search: EStepOp(FAMILIES["kmeans"], centres, 1.0, 1, True, s.payload()), 200)
+            kmeans = FAMILIES["kmeans"]
+            kernel = kmeans.kernel_params(kmeans.initial_params(centres, 1.0, 0.0))
+            estep = time_passes(engine, lambda s=search: EStepOp(kmeans, kernel, 1, True, s.payload()), 200)
         table.rows.append(["empty (N = 10,000, D = 2)", f"{n_workers} x 1", data.n_chunks, 1e3 * empty, "-", 20])
         table.rows.append(["KMeans E-step, C = 16", f"{n_workers} x 1", data.n_chunks, 1e3 * estep, "-", 20])
     reduction = [row for workers in REDUCTION_WORKERS for row in pair_reduction_rows(workers)]

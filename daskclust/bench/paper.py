@@ -35,7 +35,7 @@ def estimator(name: str, C: int, G: int, init: str, seed: int):
     """var-k-means-S (C' = 1) or var-GMM-S (C' = G) with G + 1 candidates."""
     if name == "var-k-means-S":
         return KMeans(C, n_neighbors=G, init=init, random_state=seed)
-    return GaussianMixture(C, n_truncated=G, n_neighbors=G, init=init, random_state=seed)
+    return GaussianMixture(C, covariance_type="isotropic", n_truncated=G, n_neighbors=G, init=init, random_state=seed)
 
 
 def run(client, sizes=(2025, 4096), runs: int = RUNS) -> Table:

@@ -26,6 +26,7 @@ SUITES = {
     "throughput": "daskclust.bench.throughput",
     "outofcore": "daskclust.bench.outofcore",
     "realdata": "daskclust.bench.realdata",
+    "mixtures": "daskclust.bench.mixtures",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
 

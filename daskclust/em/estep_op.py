@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..engine.ops import Chunk
 from ..kernels.rng import stream_key
-from ..models import Family, MeanStats, variance_floor
+from ..models import Family, SuffStats
 from ..names import STATE_K, STATE_SEED_LABEL, STREAM_ESTEP
 
 
@@ -26,7 +26,7 @@ class EStepAcc:
     """What an E-step pass returns: the family's statistics and the search's accumulator
     (None when the search digests nothing)."""
 
-    stats: MeanStats
+    stats: SuffStats
     search: object | None
 
     def merge(self, other: EStepAcc) -> EStepAcc:
@@ -40,30 +40,25 @@ class EStepAcc:
 class EStepOp:
     """One E-step over every chunk.
 
-    family : the model family (its statistics); centres : (C, D) float64; sigma2 :
-    variance for the responsibilities; n_keep : C' (1 = k-means, C = exact EM);
+    family : the model family (its statistics); kernel : its parameters as the
+    kernels take them (:meth:`~daskclust.models.Family.kernel_params`, computed once on
+    the driver: floored, factorised); n_keep : C' (1 = k-means, C = exact EM);
     keep_state : keep K(n) on the workers; search : the strategy's payload, which
     runs the kernel (:mod:`daskclust.search.payloads`); seed, iteration : key the
-    exploratory and sampled draws (with the chunk index). The kernels get
-    ``kernel_sigma2``, sigma2 raised to :func:`~daskclust.models.variance_floor`
-    (sigma^2 = 0 when every point sits on its centre).
+    exploratory and sampled draws (with the chunk index).
     """
 
     family: Family
-    centres: np.ndarray
-    sigma2: float
+    kernel: tuple
     n_keep: int
     keep_state: bool
     search: object
     seed: int = 0
     iteration: int = 0
-    kernel_sigma2: float = field(init=False)
-
-    def __post_init__(self):
-        self.kernel_sigma2 = variance_floor(self.sigma2, self.centres)
 
     def new_acc(self) -> EStepAcc:
-        return EStepAcc(self.family.new_stats(*self.centres.shape), self.search.new_acc(len(self.centres)))
+        C, D = self.kernel.means.shape
+        return EStepAcc(self.family.new_stats(C, D), self.search.new_acc(C))
 
     def run(self, chunk: Chunk, acc: EStepAcc) -> None:
         if self.keep_state:
@@ -74,8 +69,7 @@ class EStepOp:
         else:
             K = np.empty((chunk.n_rows, 0), dtype=np.int32)
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
-        params = self.family.kernel_params(self.centres, self.kernel_sigma2)
-        acc.search = self.search.estep(chunk, params, self.n_keep, K, acc.stats, acc.search, key)
+        acc.search = self.search.estep(chunk, self.kernel, self.n_keep, K, acc.stats, acc.search, key)
         if self.keep_state:
             chunk.state[STATE_K] = K
 

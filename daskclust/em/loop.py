@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ConvergenceWarning
 from ..kernels.estep import CHANGED, NDIST_CENTRES, NDIST_POINTS, QE, W
-from ..models import Family, MeanStats, variance_floor
+from ..models import Family, Params, SuffStats, variance_floor
 from ..names import STATE_K
 from ..search import Search
 from .estep_op import EStepOp
@@ -50,8 +50,7 @@ class LoopState:
     """Where the EM loop stands before its next E-step (saved in checkpoints)."""
 
     iteration: int
-    centres: np.ndarray
-    sigma2: float
+    params: Params
     prev_f: float | None = None
     history: list[dict] = field(default_factory=list)
 
@@ -82,8 +81,7 @@ class EMSettings:
 
 @dataclass
 class EMResult:
-    centres: np.ndarray
-    sigma2: float
+    params: Params
     n_iter: int
     converged: bool
     inertia: float
@@ -109,32 +107,31 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     The family computes the M-step and the free energy from the merged statistics
     (:meth:`~daskclust.models.Family.free_energy`).
     """
-    centres, sigma2, prev_f = start.centres, start.sigma2, start.prev_f
-    C = centres.shape[0]
+    params, prev_f = start.params, start.prev_f
+    C = params.means.shape[0]
     n_samples = engine.data.n_samples
     history: list[dict] = list(start.history)
     first_m = settings.n_init_esteps
     family = settings.family
     if start.iteration == 0:
-        search.start(centres, sigma2)
+        search.start(params.means, family.mean_variance(params))
     done = False
     driver_distances = search.n_distances  # the seeds' exact neighbours belong to the first iteration
     for t in range(start.iteration, first_m + settings.max_iter + 1):
         t0 = time.perf_counter()
-        op = EStepOp(family, centres, sigma2, settings.n_keep, settings.keep_state, search.payload(), settings.seed,
-                     t)
+        kernel = family.kernel_params(params)
+        op = EStepOp(family, kernel, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
         acc = engine.map_reduce(op)
         stats = acc.stats
         if t == 0 and settings.keep_state and engine.persisted:
             engine.reorder(STATE_K)  # rows of a cluster together: the kernels then walk memory in order
-        apply_m = t >= first_m
-        if apply_m:
-            new_centres, new_sigma2 = family.m_step(stats, centres, settings.reg)
+        if t >= first_m:
+            new = family.m_step(stats, params, settings.reg)
             driver_distances += C  # the M-step's ||mu_new - mu_old||^2 per cluster
-            free_energy, row_sigma2 = family.free_energy(stats, op.kernel_sigma2, new_centres, new_sigma2)
+            free_energy, row_sigma2 = family.free_energy(stats, params, kernel, new)
         else:
-            new_centres, new_sigma2 = centres, sigma2
-            free_energy, row_sigma2 = family.free_energy(stats, op.kernel_sigma2, None, None)
+            new = params
+            free_energy, row_sigma2 = family.free_energy(stats, params, kernel, None)
         scal = stats.scal
         n_changed = int(scal[CHANGED]) if settings.keep_state else -1
         fixed_point = family.hard and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
@@ -142,7 +139,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         last = done or t == first_m + settings.max_iter
         if not last:
             before = search.n_distances
-            search.update(acc.search, new_centres, new_sigma2)
+            search.update(acc.search, new.means, family.mean_variance(new))
             driver_distances += search.n_distances - before
         n_points = int(scal[NDIST_POINTS])
         n_centres = int(scal[NDIST_CENTRES]) + driver_distances
@@ -164,15 +161,15 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
             report(row)
         if last:
             break
-        centres, sigma2, prev_f = new_centres, new_sigma2, free_energy
+        params, prev_f = new, free_energy
         if checkpointer is not None and checkpointer.due(t + 1):
-            checkpointer.save(engine, LoopState(t + 1, centres, sigma2, prev_f, history), search.state())
-    sigma2 = family.final_sigma2(stats, op.kernel_sigma2)
-    warn_if_degenerate(centres, stats)
-    return EMResult(centres, float(sigma2), max(0, t - first_m), bool(done), float(scal[QE]), history)
+            checkpointer.save(engine, LoopState(t + 1, params, prev_f, history), search.state())
+    params = family.final_params(stats, params, kernel)
+    warn_if_degenerate(params.means, stats)
+    return EMResult(params, max(0, t - first_m), bool(done), float(scal[QE]), history)
 
 
-def warn_if_degenerate(centres: np.ndarray, stats: MeanStats) -> None:
+def warn_if_degenerate(centres: np.ndarray, stats: SuffStats) -> None:
     """A :class:`ConvergenceWarning` when fewer than C clusters are distinct and have mass in
     the E-step statistics ``stats`` of ``centres`` (scikit-learn warns when it finds fewer
     distinct clusters than ``n_clusters``). When every row also sits on its centre
@@ -182,7 +179,7 @@ def warn_if_degenerate(centres: np.ndarray, stats: MeanStats) -> None:
     if k == C:
         return
     scal = stats.scal
-    if scal[QE] / (D * scal[W]) <= variance_floor(0.0, centres):
+    if scal[QE] / (D * scal[W]) <= float(variance_floor(0.0, centres)):
         reason = "the data have fewer distinct points than clusters"
     else:
         reason = "the other clusters are duplicates or have no points (duplicate rows in the data, or a poor init?)"

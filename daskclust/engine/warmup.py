@@ -110,16 +110,16 @@ def _first_iteration():
     operation of its first E-step (as :func:`daskclust.em.loop.run_em` makes it)."""
     from ..em.estep_op import EStepOp
     from ..estimators import KMeans
-    from ..models import FAMILIES
 
     model = KMeans(TINY_CLUSTERS, random_state=0)
     centres, sigma2 = _tiny_centres(), 1.0
     search = model._search()
     search.start(centres, sigma2)
     n_keep = model._n_keep()
-    family = FAMILIES[model._family]
+    family = model._family()
     keep_state = n_keep < TINY_CLUSTERS or family.hard
-    return search, EStepOp(family, centres, sigma2, n_keep, keep_state, search.payload(), 0, 0), centres, sigma2
+    kernel = family.kernel_params(family.initial_params(centres, sigma2, 0.0))
+    return search, EStepOp(family, kernel, n_keep, keep_state, search.payload(), 0, 0), centres, sigma2
 
 
 def run_estep(dtype="float64") -> None:

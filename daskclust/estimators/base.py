@@ -26,10 +26,10 @@ from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..errors import CheckpointError, ClusterError, InvalidDataError, ModelStoreError, NotFittedError, WorkerLost
 from ..io import Location, check_target, check_workers_see, mark, remove_store, source_location, store_root
-from ..kernels.estep import nearest_centre
-from ..models import FAMILIES
+from ..models import Family, Params
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
+from ..seeding.ops import NearestIndex, pruning_test
 from .apply import apply_rows
 from .params import AnyValue, Interval, Options, ParamsMixin
 from .progress import Progress
@@ -123,10 +123,11 @@ class TruncatedEMEstimator(ParamsMixin):
     """Base of the estimators: the EM loop runs on the Dask engine; subclasses
     say how many clusters each point keeps (C') and which free energy to report."""
 
-    _family = "isotropic"
-    """The model family (:data:`daskclust.models.FAMILIES`)."""
-
     # subclass hooks -------------------------------------------------------
+    def _family(self) -> Family:
+        """The model family (:data:`daskclust.models.FAMILIES`)."""
+        raise NotImplementedError
+
     def _n_clusters(self) -> int:
         raise NotImplementedError
 
@@ -135,6 +136,17 @@ class TruncatedEMEstimator(ParamsMixin):
 
     def _reg(self) -> float:
         return 0.0
+
+    def _init_centres(self):
+        """The seeding method, or the initial centres."""
+        return self.init
+
+    def _check_initial_params(self, n_clusters: int, n_features: int) -> None:
+        """Refuse given initial parameters that do not fit the data, before any work."""
+
+    def _initial_params(self, seeding) -> Params:
+        """The parameters of the first E-step, from the seeding."""
+        return self._family().initial_params(seeding.centres, seeding.sigma2, self._reg())
 
     # fitting --------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, *, client=None, checkpoint=None, checkpoint_every: int = 10,
@@ -178,10 +190,11 @@ class TruncatedEMEstimator(ParamsMixin):
         """
         self._validate_params()
         C = self._n_clusters()
-        init = check_init(self.init, C)
+        init = check_init(self._init_centres(), C)
         data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
         if not isinstance(init, str):
             check_init(init, C, data.n_features)
+        self._check_initial_params(C, data.n_features)
         plan = self._plan(data, X, checkpoint, checkpoint_every, resume, overwrite)
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
         t0 = time.perf_counter()
@@ -205,7 +218,8 @@ class TruncatedEMEstimator(ParamsMixin):
         C, n_keep = self._n_clusters(), self._n_keep()
         return make_search(
             self.search if n_keep < C else "full",  # every cluster kept: nothing to search
-            SearchConfig(C, n_keep, min(self.n_neighbors, C), self.n_explore, self.n_samples),
+            SearchConfig(C, n_keep, min(self.n_neighbors, C), self.n_explore, self.n_samples,
+                         metric=self._family().metric),
         )
 
     def _plan(self, data, X, checkpoint, checkpoint_every, resume, overwrite) -> FitPlan:
@@ -216,7 +230,7 @@ class TruncatedEMEstimator(ParamsMixin):
         if resumed is not None:
             check_resumable(resumed, type(self).__name__, params, fingerprint)
         seed_value = resumed.meta["seed"] if resumed is not None else resolve_seed(self.random_state)
-        settings = EMSettings(self._n_clusters(), self._n_keep(), FAMILIES[self._family], self.max_iter, self.tol,
+        settings = EMSettings(self._n_clusters(), self._n_keep(), self._family(), self.max_iter, self.tol,
                               self._reg(), self.n_init_esteps, seed_value)
         meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
                 "source": describe_source(X), "seeding": resumed.meta["seeding"] if resumed else None}
@@ -267,8 +281,7 @@ class TruncatedEMEstimator(ParamsMixin):
                         progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                         plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
                                                 "method": seeding.method}
-                        sigma2 = seeding.sigma2 + self._reg()  # floored where used (models.variance_floor)
-                        start = LoopState(0, seeding.centres, sigma2)
+                        start = LoopState(0, self._initial_params(seeding))
                     else:
                         restore_chunk_states(engine, resumed.url)
                         search.restore(resumed.search)
@@ -285,8 +298,7 @@ class TruncatedEMEstimator(ParamsMixin):
         raise AssertionError("unreachable")
 
     def _set_fitted(self, result, seeding: dict, n_features, seed_value, seconds) -> None:
-        self.centres_ = result.centres
-        self.sigma2_ = result.sigma2
+        self._set_model(result.params)
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.inertia_ = result.inertia
@@ -297,6 +309,15 @@ class TruncatedEMEstimator(ParamsMixin):
         self.seeding_distances_ = seeding["n_distances"]
         self.fit_time_ = seconds
 
+    def _set_model(self, params: Params) -> None:
+        """The fitted attributes from the model's parameters (subclasses add their own names)."""
+        self.centres_ = params.means
+        self.sigma2_ = self._family().mean_variance(params)
+
+    def _model(self) -> Params:
+        """The fitted model's parameters."""
+        raise NotImplementedError
+
     # applying -------------------------------------------------------------
     def _check_fitted(self) -> None:
         if not hasattr(self, "centres_"):
@@ -304,7 +325,8 @@ class TruncatedEMEstimator(ParamsMixin):
 
     def predict(self, X, *, output: str | os.PathLike | None = None, storage_options: dict | None = None,
                 overwrite: bool = False, inputs=()):
-        """Index of the nearest centre of each row (exact search over all centres).
+        """Index of the nearest centre of each row (exact: a ball index over the centres prunes where
+        it can, :class:`~daskclust.seeding.ops.NearestIndex`).
 
         numpy input gives a numpy array, lazy input (dask, zarr, xarray, path) a
         dask array; with ``output`` the labels are written to that zarr store
@@ -314,11 +336,11 @@ class TruncatedEMEstimator(ParamsMixin):
         the same job it must not overlap either (e.g. the model's).
         """
         self._check_fitted()
-        centres = self.centres_
+        index = NearestIndex(self.centres_, dense=pruning_test(self.centres_)[0])
 
         def labels(block):
-            out = np.empty(block.shape[0], dtype=np.int32)
-            nearest_centre(block, centres, out, np.empty(block.shape[0]))
+            out = np.zeros(block.shape[0], dtype=np.int32)
+            index.search(block, np.full(block.shape[0], np.inf), out)
             return out
 
         return apply_rows(X, self.n_features_in_, labels, width=None, dtype=np.int32, output=output,
@@ -340,7 +362,8 @@ class TruncatedEMEstimator(ParamsMixin):
         from ..store import StoredModel, save_model
 
         self._check_fitted()
-        arrays = {"centres": np.asarray(self.centres_)}
+        params = self._model()
+        arrays = {"centres": params.means, "weights": params.weights, "covariances": params.covariances}
         scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
         model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_))
         save_model(path, model, overwrite=overwrite, storage_options=storage_options)
@@ -385,16 +408,27 @@ def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars
     centres = np.asarray(arrays.get("centres"))
     if centres.ndim != 2 or centres.dtype.kind != "f" or not np.all(np.isfinite(centres)):
         raise ModelStoreError(f"{where} is a damaged model: its centres are not a finite 2-D float array")
-    if centres.shape[0] != estimator._n_clusters():
-        raise ModelStoreError(f"{where} is a damaged model: {centres.shape[0]} centres for "
-                              f"{estimator._n_clusters()} clusters")
+    C, D = centres.shape
+    if C != estimator._n_clusters():
+        raise ModelStoreError(f"{where} is a damaged model: {C} centres for {estimator._n_clusters()} clusters")
+    family = estimator._family()
+    missing = [name for name in ("weights", "covariances") if name not in arrays]
+    if missing:
+        raise ModelStoreError(f"{where} is a damaged model: arrays missing {missing}")
+    weights = np.asarray(arrays["weights"], dtype=np.float64)
+    covariances = np.asarray(arrays["covariances"], dtype=np.float64)
+    if (weights.shape != (C,) or covariances.shape != family.covariance_shape(C, D)
+            or not np.all(np.isfinite(weights)) or not np.all(np.isfinite(covariances))
+            or np.any(weights < 0) or not np.isclose(weights.sum(), 1.0)):
+        raise ModelStoreError(f"{where} is a damaged model: its weights or covariances are not finite, "
+                              f"or not shaped for {C} {family.name} components in {D} dimensions")
     missing = [name for name in _SCALARS if name not in scalars]
     bad = [name for name in _SCALARS if name in scalars and not np.isfinite(scalars[name])]
     if missing or bad:
         raise ModelStoreError(f"{where} is a damaged model: scalars missing {missing} or not finite {bad}")
-    if scalars["n_features_in"] != centres.shape[1] or scalars["sigma2"] < 0:
+    if scalars["n_features_in"] != D or scalars["sigma2"] < 0:
         raise ModelStoreError(f"{where} is a damaged model: n_features_in or sigma2 inconsistent with the centres")
-    estimator.centres_ = np.asarray(centres, dtype=np.float64)
+    estimator._set_model(Params(np.asarray(centres, dtype=np.float64), weights, covariances))
     for name in _SCALARS:
         setattr(estimator, name + "_", scalars[name])
     estimator.converged_ = bool(estimator.converged_)

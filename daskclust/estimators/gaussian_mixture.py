@@ -1,53 +1,81 @@
-"""GaussianMixture: the isotropic equal-weight GMM of seeds 000/004 fitted by (truncated) EM."""
+"""GaussianMixture: mixtures of Gaussians fitted by truncated EM, four covariance types on one seam."""
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
 
-from ..kernels.estep import log_likelihood
+from ..errors import ConvergenceError, InvalidParameterError
+from ..models import FAMILIES, Family, Params
+from ..models.full import cholesky, lower_inverse, precisions_cholesky
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
-from .params import Interval
+from .inference import MixtureIndex
+from .params import AnyValue, Interval, Options
+
+COVARIANCE_TYPES = ("full", "diag", "spherical", "isotropic")
 
 
 class GaussianMixture(TruncatedEMEstimator):
-    """Gaussian mixture with C isotropic components of one shared variance and equal weights.
+    """Gaussian mixture fitted by truncated variational EM, for many components and data larger than memory.
 
-    p(y) = (1/C) sum_c N(y; mu_c, sigma^2 I) (seed 000 Eq. 2), fitted by
-    truncated variational EM keeping the C' most responsible components per
-    point. By default the C' are searched among the neighbourhoods of the
-    current ones (var-GMM-S of seed 000, O(N C' G D) per iteration);
-    ``search="full"`` evaluates all components (k-means-C' of seed 004), and
-    with ``n_truncated=None`` (C' = C) this is exact EM. The free energy
-    (seed 004 Eq. 7) never decreases; with C' = C it is the log-likelihood.
+    p(y) = sum_c pi_c N(y; mu_c, Sigma_c). Each row keeps the C' components of largest
+    log-joint log pi_c + log N(y; mu_c, Sigma_c) among those it evaluates (seed 004
+    Prop. 1 in its general form), K(n), found among the neighbourhoods of its current
+    ones (``search="estimated"``, var-GMM-S of seed 000, O(N C' G) costs per iteration);
+    ``search="full"`` evaluates all components, and with ``n_truncated=None`` (C' = C)
+    this is exact EM, scikit-learn's GaussianMixture. The free energy (seed 004 Eq. 7)
+    never decreases; with C' = C it is the log-likelihood.
 
     Parameters
     ----------
     n_components : int, default=1
         Number of components C.
+    covariance_type : {"diag", "spherical", "full", "isotropic"}, default="diag"
+        "full": a full covariance per component (Cholesky factors; D (D + 1) flops per
+        row and component); "diag": a diagonal one (3 D flops); "spherical": one variance
+        per component; "isotropic": seed 000's model, one variance shared by all components
+        and equal weights. All but "isotropic" learn the weights. The default "diag" is the
+        richest whose cost per (row, component) pair stays O(D) and whose parameters take
+        O(C D) memory: at large C and D, "full" needs C D^2 floats per copy (the
+        ``mixtures`` bench measures the time per pair of each, docs/benchmarks.md).
     n_truncated : int or None, default=5
         C', components kept per point; None = all (exact EM, whatever ``search``).
     search, n_neighbors, n_explore, n_init_esteps, n_samples
         As in :class:`daskclust.KMeans` (defaults "estimated", 5, 1, 0, 5).
     reg_covar : float, default=1e-6
-        Added to sigma^2 after every M-step (as scikit-learn's ``reg_covar``).
+        Added to the diagonal of every covariance after every M-step (scikit-learn's ``reg_covar``).
+    weights_init, means_init, precisions_init : array-like or None, default=None
+        Initial parameters in scikit-learn's layouts (weights (C,), means (C, D),
+        precisions as ``precisions_`` for the covariance type); ``means_init`` replaces
+        the seeding. Missing ones come from the seeding (equal weights, sigma^2 I).
     tol : float, default=1e-4
         Stop when the free energy per point changes by at most ``tol`` relatively
         (about 7e-4 absolute on the BIRCH grid, scikit-learn's GaussianMixture
-        stops at 1e-3 absolute). Measured on BIRCH C = 1024 (3 seeds): 4 iterations
-        instead of 8 with 1e-5, quantization error 0.02 % higher.
+        stops at 1e-3 absolute). Measured on BIRCH C = 1024 (3 seeds, isotropic): 4
+        iterations instead of 8 with 1e-5, quantization error 0.02 % higher.
     init, max_iter, random_state, oversampling_factor, init_rounds, chain_length,
     chunk_rows, memory_budget, state, state_store, scheduler_address, security, verbose, callback
         As in :class:`daskclust.KMeans` (default ``max_iter=100``).
 
     Attributes
     ----------
+    weights_ : ndarray of shape (C,)
+        Mixing weights; 0 for a component that lost all its mass (it is dropped, its
+        mean and covariance kept, and no row is assigned to it again).
     means_ : ndarray of shape (C, D)
+    covariances_ : ndarray
+        (C,) for "spherical" and "isotropic" (C copies of sigma^2), (C, D) for "diag",
+        (C, D, D) for "full" (scikit-learn's layouts).
+    precisions_, precisions_cholesky_ : ndarray
+        Inverse covariances and their Cholesky factors, in the layout of ``covariances_``
+        (for "full": precisions_cholesky_[c] is upper triangular, P P^T = Sigma_c^-1).
     sigma2_ : float
-    weights_ : ndarray of shape (C,), all 1/C
-    covariances_ : ndarray of shape (C,), all sigma2_ (scikit-learn's "spherical" layout)
+        sum_c pi_c tr(Sigma_c) / D (for "isotropic", the shared variance).
+    lower_bound_ : float
+        Free energy per point of the last E-step (the log-likelihood per point when C' = C).
     inertia_ : float
-        Sum of squared distances of the rows to their nearest mean.
+        Sum of squared distances of the rows to the mean of their most responsible component.
     n_iter_, converged_, history_, seeding_time_, fit_time_
         As in :class:`daskclust.KMeans`.
     """
@@ -55,17 +83,23 @@ class GaussianMixture(TruncatedEMEstimator):
     _constraints = {
         **COMMON_CONSTRAINTS,
         "n_components": Interval(1, None, integer=True),
+        "covariance_type": Options(COVARIANCE_TYPES),
         "n_truncated": Interval(1, None, integer=True, allow_none=True),
         "reg_covar": Interval(0, None),
+        "weights_init": AnyValue(),
+        "means_init": AnyValue(),
+        "precisions_init": AnyValue(),
     }
 
-    def __init__(self, n_components=1, *, n_truncated=5, search="estimated", n_neighbors=5, n_explore=1,
-                 n_init_esteps=0, n_samples=5, reg_covar=1e-6, init="k-means||", max_iter=100, tol=1e-4,
+    def __init__(self, n_components=1, *, covariance_type="diag", n_truncated=5, search="estimated",
+                 n_neighbors=5, n_explore=1, n_init_esteps=0, n_samples=5, reg_covar=1e-6, weights_init=None,
+                 means_init=None, precisions_init=None, init="k-means||", max_iter=100, tol=1e-4,
                  random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None,
                  memory_budget=None, state="memory", state_store=None, scheduler_address=None, security=None,
                  verbose=0, callback=None):
         self._store_params(locals())
 
+    # the model -------------------------------------------------------------
     def _n_clusters(self) -> int:
         return self.n_components
 
@@ -75,51 +109,178 @@ class GaussianMixture(TruncatedEMEstimator):
     def _reg(self) -> float:
         return float(self.reg_covar)
 
+    def _family(self) -> Family:
+        return FAMILIES[self.covariance_type]
+
+    def _init_centres(self):
+        return self.init if self.means_init is None else np.asarray(self.means_init, dtype=np.float64)
+
+    def _check_initial_params(self, n_clusters, n_features):
+        self._given_weights(n_clusters)
+        self._given_covariances(n_clusters, n_features)
+
+    def _given_weights(self, n_clusters: int) -> np.ndarray | None:
+        if self.weights_init is None:
+            return None
+        weights = np.asarray(self.weights_init, dtype=np.float64)
+        if weights.shape != (n_clusters,) or not np.all(np.isfinite(weights)) or np.any(weights < 0) \
+                or not np.isclose(weights.sum(), 1.0):
+            raise InvalidParameterError(f"weights_init must be {n_clusters} non-negative weights summing to 1")
+        return weights / weights.sum()
+
+    def _given_covariances(self, n_clusters: int, n_features: int) -> np.ndarray | None:
+        if self.precisions_init is None:
+            return None
+        return covariances_from_precisions(self.precisions_init, self._family(), n_clusters, n_features)
+
+    def _initial_params(self, seeding) -> Params:
+        params = super()._initial_params(seeding)
+        C, D = params.means.shape
+        weights, covariances = self._given_weights(C), self._given_covariances(C, D)
+        if weights is not None:
+            params = params.replace(weights=weights)
+        if covariances is not None:
+            params = params.replace(covariances=covariances)
+        return params
+
+    def _set_model(self, params: Params) -> None:
+        super()._set_model(params)
+        C = len(params.means)
+        self.weights_ = params.weights
+        self.covariances_ = np.full(C, float(params.covariances)) if params.covariances.ndim == 0 \
+            else params.covariances
+        if self.covariance_type == "full":
+            self.precisions_cholesky_ = precisions_cholesky(self.covariances_)
+            self.precisions_ = self.precisions_cholesky_ @ self.precisions_cholesky_.transpose(0, 2, 1)
+        else:
+            self.precisions_ = 1.0 / self.covariances_
+            self.precisions_cholesky_ = np.sqrt(self.precisions_)
+
+    def _model(self) -> Params:
+        cov = np.asarray(self.sigma2_) if self.covariance_type == "isotropic" else self.covariances_
+        return Params(self.centres_, self.weights_, cov)
+
+    def _set_fitted(self, result, *args) -> None:
+        super()._set_fitted(result, *args)
+        self.lower_bound_ = float(result.history[-1]["free_energy"])
+
     @property
     def means_(self) -> np.ndarray:
         self._check_fitted()
         return self.centres_
 
-    @property
-    def weights_(self) -> np.ndarray:
+    # applying ----------------------------------------------------------------
+    def _index(self, exact: bool = False) -> MixtureIndex:
         self._check_fitted()
-        return np.full(len(self.centres_), 1.0 / len(self.centres_))
+        return MixtureIndex(self._family(), self._model(), 2 * max(self.n_neighbors, self._n_keep()), exact)
 
-    @property
-    def covariances_(self) -> np.ndarray:
-        self._check_fitted()
-        return np.full(len(self.centres_), self.sigma2_)
+    def predict(self, X, *, output=None, storage_options=None, overwrite=False, inputs=()):
+        """Index of the most responsible component of each row (among the neighbourhood of its
+        nearest mean, see :class:`~daskclust.estimators.inference.MixtureIndex`; exact for
+        "isotropic"). Outputs as :meth:`KMeans.predict <daskclust.KMeans.predict>`."""
+        index = self._index()
+        return self._apply(X, lambda block: index.top(block, 1)[0][:, 0], None, np.int32, output,
+                           storage_options, "labels", overwrite)
 
-    def score_samples(self, X, *, output=None, storage_options=None, overwrite=False):
-        """Log-likelihood log p(y) of each row under the full (untruncated) mixture."""
-        self._check_fitted()
-        centres, sigma2 = self.centres_, self.sigma2_
+    def predict_proba(self, X, *, n_truncated=None, dense=False):
+        """Responsibilities of each row's C' most responsible components (the fit's truncated posterior).
 
-        def loglik(block):
-            out = np.empty(block.shape[0])
-            log_likelihood(block, centres, sigma2, out)
-            return out
+        numpy input: a ``scipy.sparse.csr_matrix`` (n_samples, C) with C' entries per row
+        (``dense=True``: an ndarray); lazy input (dask, zarr, xarray, path): a pair of lazy
+        dask arrays (indices (n_samples, C') int32, responsibilities (n_samples, C')),
+        computed chunk by chunk, never an N x C block. ``n_truncated`` overrides C'.
+        """
+        index = self._index()
+        k = self._n_keep() if n_truncated is None else int(n_truncated)
+        C = self.n_components
 
-        return apply_rows(X, self.n_features_in_, loglik, width=None, dtype=np.float64, output=output,
-                          storage_options=storage_options, kind="scores", overwrite=overwrite)
+        def packed(block):
+            idx, q, _ = index.top(block, k)
+            return np.hstack([idx.astype(np.float64), q])
 
-    def score(self, X, y=None, sample_weight=None):
-        """Mean (weighted) log-likelihood per row."""
-        ll = self.score_samples(X)
+        out = self._apply(X, packed, 2 * k, np.float64, None, None, "responsibilities", False)
+        indices, values = out[:, :k].astype(np.int32), out[:, k:]
+        if not isinstance(out, np.ndarray):
+            return indices, values
+        rows = np.repeat(np.arange(len(out)), k)
+        keep = indices.ravel() >= 0
+        proba = scipy.sparse.csr_matrix((values.ravel()[keep], (rows[keep], indices.ravel()[keep])),
+                                        shape=(len(out), C))
+        return proba.toarray() if dense else proba
+
+    def score_samples(self, X, *, exact=False, output=None, storage_options=None, overwrite=False):
+        """log p(y) of each row: by default the truncated bound log sum over the components the row
+        evaluates of pi_c N(y; mu_c, Sigma_c) (<= log p(y), O(G D) per row); ``exact=True`` sums
+        over all C components (O(C D) per row, scikit-learn's ``score_samples``)."""
+        index = self._index(exact)
+        return self._apply(X, lambda block: index.top(block, 1)[2], None, np.float64, output, storage_options,
+                           "scores", overwrite)
+
+    def score(self, X, y=None, sample_weight=None, *, exact=False):
+        """Mean (weighted) log-likelihood per row (see :meth:`score_samples`)."""
+        ll = self.score_samples(X, exact=exact)
         if sample_weight is None:
             return float(ll.mean())
         w = np.asarray(sample_weight, dtype=np.float64)
         return float((ll * w).sum() / w.sum())
 
-    def predict_proba(self, X):
-        """Responsibilities of every component for every row, shape (n_samples, C)."""
+    def n_parameters(self) -> int:
+        """Free parameters of the model (means, weights, covariances)."""
         self._check_fitted()
-        centres, sigma2 = self.centres_, self.sigma2_
+        C, D = self.centres_.shape
+        return self._family().n_parameters(C, D)
 
-        def proba(block):
-            d2 = ((block[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
-            logits = -(d2 - d2.min(axis=1, keepdims=True)) / (2 * sigma2)
-            p = np.exp(logits)
-            return p / p.sum(axis=1, keepdims=True)
+    def _log_likelihood(self, X, exact: bool) -> tuple[float, int]:
+        ll = self.score_samples(X, exact=exact)
+        return float(ll.sum()), len(ll)
 
-        return apply_rows(X, self.n_features_in_, proba, width=len(centres), dtype=np.float64)
+    def bic(self, X, *, exact=True) -> float:
+        """Bayesian information criterion: -2 log L + p log N (lower is better)."""
+        total, n = self._log_likelihood(X, exact)
+        return -2.0 * total + self.n_parameters() * np.log(n)
+
+    def aic(self, X, *, exact=True) -> float:
+        """Akaike information criterion: -2 log L + 2 p (lower is better)."""
+        total, _ = self._log_likelihood(X, exact)
+        return -2.0 * total + 2 * self.n_parameters()
+
+    def sample(self, n_samples=1, random_state=None):
+        """Draw ``n_samples`` rows from the fitted mixture; returns (X, component labels)."""
+        self._check_fitted()
+        if n_samples < 1:
+            raise InvalidParameterError(f"n_samples must be >= 1, got {n_samples}")
+        rng = np.random.default_rng(random_state)
+        C, D = self.centres_.shape
+        labels = np.repeat(np.arange(C), rng.multinomial(n_samples, self.weights_))
+        z = rng.standard_normal((n_samples, D))
+        cov = self.covariances_
+        if self.covariance_type == "full":
+            z = np.einsum("nij,nj->ni", cholesky(cov)[labels], z)
+        elif self.covariance_type == "diag":
+            z = z * np.sqrt(cov[labels])
+        else:
+            z = z * np.sqrt(cov[labels])[:, None]
+        return self.centres_[labels] + z, labels
+
+    def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite):
+        return apply_rows(X, self.n_features_in_, fn, width=width, dtype=dtype, output=output,
+                          storage_options=storage_options, kind=kind, overwrite=overwrite)
+
+
+def covariances_from_precisions(precisions, family: Family, n_components: int, n_features: int) -> np.ndarray:
+    """Covariances in the family's layout from scikit-learn-style ``precisions_init`` (full: through the
+    Cholesky factor of each precision and a triangular solve, no matrix inverse)."""
+    prec = np.asarray(precisions, dtype=np.float64)
+    shape = family.covariance_shape(n_components, n_features)
+    if prec.shape != shape or not np.all(np.isfinite(prec)):
+        raise InvalidParameterError(f"precisions_init must be a finite array of shape {shape} for "
+                                    f"covariance_type={family.name!r}, got shape {prec.shape}")
+    if family.second == "full":
+        try:
+            M = lower_inverse(cholesky(prec))  # prec = L L^T  ->  Sigma = L^-T L^-1
+        except ConvergenceError:
+            raise InvalidParameterError("precisions_init must be symmetric positive definite") from None
+        return M.transpose(0, 2, 1) @ M
+    if np.any(prec <= 0):
+        raise InvalidParameterError("precisions_init must be positive")
+    return 1.0 / prec

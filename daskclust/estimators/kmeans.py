@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.estep import all_distances, nearest_centre
+from ..models import FAMILIES, Family, Params
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import Interval
@@ -91,7 +92,6 @@ class KMeans(TruncatedEMEstimator):
         Seconds spent seeding and in the whole fit.
     """
 
-    _family = "kmeans"
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
 
     def __init__(self, n_clusters=8, *, search="estimated", n_neighbors=5, n_explore=1, n_init_esteps=0,
@@ -106,6 +106,13 @@ class KMeans(TruncatedEMEstimator):
 
     def _n_keep(self) -> int:
         return 1
+
+    def _family(self) -> Family:
+        return FAMILIES["kmeans"]
+
+    def _model(self) -> Params:
+        C = len(self.centres_)
+        return Params(self.centres_, np.full(C, 1.0 / C), np.asarray(float(self.sigma2_)))
 
     @property
     def cluster_centers_(self) -> np.ndarray:

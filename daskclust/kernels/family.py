@@ -19,6 +19,10 @@ inlined into the loop (measured: as fast as the hand-written kernel).
     ``value`` is ``cost(x, c, params)``.
 ``euclid(x, c, params, value)``
     ||x - mu_c||^2 (the quantization error's term), ``value`` being ``cost(x, c, params)``.
+``pair_value(params, value)``
+    What the estimated search averages over the rows closest to a component (seed 000
+    Eq. 8): the distance sqrt(value) for the Euclidean (mean) families, the cost itself
+    -- the negative log-joint -- for the others.
 
 The stubs below only name the functions; calling them outside numba is an error.
 A family registers its overloads with ``inline="always"`` (inlined into the kernel's
@@ -49,3 +53,7 @@ def add_point(x, wq, c, value, params, stats):  # pragma: no cover
 
 def euclid(x, c, params, value):  # pragma: no cover
     raise NotImplementedError("daskclust.kernels.family.euclid is compiled by numba for a family's parameters")
+
+
+def pair_value(params, value):  # pragma: no cover
+    raise NotImplementedError("daskclust.kernels.family.pair_value is compiled by numba for a family's parameters")

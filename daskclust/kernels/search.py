@@ -23,7 +23,7 @@ from .estep import (
     insert_sorted,
     sqdist,
 )
-from .family import add_point, cost, euclid, scale
+from .family import add_point, cost, euclid, pair_value, scale
 from .rng import randint, uniform
 
 PAIR_BLOCK = 1024
@@ -215,16 +215,18 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
 
     K : (n, C') int32, IN/OUT, best first, -1 = unknown. ``params``: the family's
     parameters, ``stats`` its statistics and ``scal`` the scalars (IN/OUT), as in
-    :func:`daskclust.kernels.estep.estep_full`. The pair statistics read the cost
-    as a squared Euclidean distance (the mean families' cost), for the bounds
-    of the threshold test and the similarities of Eq. 12.
+    :func:`daskclust.kernels.estep.estep_full`. For the families whose cost is a
+    squared Euclidean distance (k-means, isotropic) the estimated search records
+    distances and bounds them with the triangle inequality; for the others it records
+    the cost (``pair_value``) and ``thresholds`` are inf (every pair is recorded; the
+    merge tree keeps each component's pairs of nearest means, :class:`~daskclust.search.pairs.PairStats`).
     Every distance is counted: point-to-centre in scal[NDIST_POINTS],
     centre-to-centre in scal[NDIST_CENTRES].
 
     With ``collect`` the kernel also gathers the pair statistics of its strategy:
 
     NEIGHBOURHOOD, seed 000 Eq. 8: for the point's closest cluster c_o and every
-        other evaluated c~, the distance ||y - mu_c~|| weighted by w. Pairs with
+        other evaluated c~, the distance ||y - mu_c~|| (or the cost, see above) weighted by w. Pairs with
         c~ in G_{c_o} are added to ``tsum`` / ``tcnt`` (C, G), IN/OUT, at the
         slot of c~; other pairs are returned, and only when the centres are
         closer than ``thresholds[c_o]`` (the largest estimate in G_{c_o}: the
@@ -237,7 +239,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
     SAMPLED, seed 003 Eq. 12: for every pair i < j among the P = max(C', 2)
         closest evaluated clusters, w exp(-(d_i^2 + d_j^2 - 2 d_min^2) / 2 sigma^2):
         squared distances scaled by 2 sigma^2 and shifted by the point's best,
-        so the values cannot underflow.
+        so the values cannot underflow (with a general cost: w q_i q_j / q_best^2).
 
     Returns the returned pairs aggregated per key i * C + j: (keys ascending,
     sums, weights, rank = ||mu_i - mu_j||^2), see :func:`pair_table_entries`.
@@ -367,7 +369,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                 continue
             # ---- pair statistics of the strategy
             if mode == NEIGHBOURHOOD:
-                db = np.sqrt(bd)
+                db = pair_value(params, bd)
                 thr = thresholds[bc]
                 for t in range(m):
                     c = cand[t]
@@ -378,7 +380,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                         if neighbours[bc, g] == c:
                             slot = g
                             break
-                    d = np.sqrt(d2[t])
+                    d = pair_value(params, d2[t])
                     if slot >= 0:
                         tsum[bc, slot] += wi * d
                         tcnt[bc, slot] += wi

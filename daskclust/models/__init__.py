@@ -1,16 +1,22 @@
-"""Model families on one seam: each owns its statistics, M-step and free energy.
+"""Model families on one seam: each owns its parameters, kernel cost, statistics, M-step and free energy.
 
-``FAMILIES`` maps a family's name to its (stateless) instance. Today: ``"kmeans"``
-(hard assignments, seed 004 Prop. 3) and ``"isotropic"`` (seed 000's equal-weight
-mixture with one shared variance).
+``FAMILIES`` maps a family's name to its (stateless) instance: ``"kmeans"`` (hard
+assignments, seed 004 Prop. 3), ``"isotropic"`` (seed 000's equal-weight mixture with
+one shared variance), and the mixtures with learned weights ``"spherical"``,
+``"diag"`` and ``"full"`` (scikit-learn's covariance types). A new family is one
+new module registering its kernel overloads and a :class:`Family` subclass.
 """
 
 from __future__ import annotations
 
-from .base import Family, MeanStats, variance_floor
-from .isotropic import IsotropicFamily
+from .base import Family, Params, SuffStats, variance_floor
+from .diag import DiagFamily
+from .full import FullFamily
+from .isotropic import IsotropicFamily, MeanParams
 from .kmeans import KMeansFamily
+from .spherical import SphericalFamily
 
-FAMILIES: dict[str, Family] = {family.name: family for family in (KMeansFamily(), IsotropicFamily())}
+FAMILIES: dict[str, Family] = {family.name: family for family in (
+    KMeansFamily(), IsotropicFamily(), SphericalFamily(), DiagFamily(), FullFamily())}
 
-__all__ = ["FAMILIES", "Family", "IsotropicFamily", "KMeansFamily", "MeanStats", "variance_floor"]
+__all__ = ["FAMILIES", "Family", "MeanParams", "Params", "SuffStats", "variance_floor"]

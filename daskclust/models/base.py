@@ -1,107 +1,85 @@
-"""What every model family provides to the EM loop, and the statistics the mean families share.
+"""What every model family provides to the EM loop: parameters, statistics, M-step, free energy.
 
-A family owns its sufficient statistics (a typed value with ``merge``), its
-M-step and its free energy; the loop (:mod:`daskclust.em.loop`) only calls
-them. The E-step kernels (:mod:`daskclust.kernels.estep`,
-:mod:`daskclust.kernels.search`) fill the statistics; a family is chosen by the
-estimator (``KMeans`` -> :class:`~daskclust.models.kmeans.KMeansFamily`,
-``GaussianMixture`` -> :class:`~daskclust.models.isotropic.IsotropicFamily`).
+A family owns its parameters (:class:`Params`, on the driver), their form for the
+E-step kernels (a namedtuple of the family's own class, for which the family's
+module registers the kernels' numba overloads, see :mod:`daskclust.kernels.family`),
+its sufficient statistics (:class:`SuffStats`, merged as a tree), its M-step and its
+free energy; the loop (:mod:`daskclust.em.loop`) only calls them. Families are
+looked up by name in :data:`daskclust.models.FAMILIES`.
 """
 
 from __future__ import annotations
 
-from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
-from numba.core import types
-from numba.extending import overload
 
-from ..kernels import family as kernel
-from ..kernels.estep import N_SCALARS, W, sqdist
+from ..kernels.estep import LSE, N_SCALARS, W
 
 _EPS = float(np.finfo(np.float64).eps)
 _TINY = float(np.finfo(np.float64).tiny)
+HALF_LOG_2PI = 0.5 * float(np.log(2 * np.pi))
 
 
 @dataclass
-class MeanStats:
+class SuffStats:
     """Additive statistics of the truncated E-step (seed 000 Eq. 4 with the q of Eq. 5), float64:
 
-    S0[c] = sum_n w_n q_c(n), S1[c] = sum_n w_n q_c(n) y_n, SD2[c] = sum_n w_n q_c(n) ||y_n - mu_c||^2
-    (about the E-step's centres), and the scalars of :mod:`daskclust.kernels.estep` (W, LSE,
-    QE, distance counts, changed rows).
+    S0[c] = sum_n w_n q_c(n), S1[c] = sum_n w_n q_c(n) y_n, S2[c] = the second moment about the
+    E-step's mean mu_c, sum_n w_n q_c(n) (y_n - mu_c)(y_n - mu_c)^T reduced to the family's
+    layout (trace: (C,); diagonal: (C, D); upper triangle of the full matrix: (C, D, D)),
+    and the scalars of :mod:`daskclust.kernels.estep` (W, LSE, QE, distance counts, changed rows).
+    Centring on the E-step's means avoids the cancellation of sum q y y^T - S0 mu mu^T.
     """
 
     S0: np.ndarray
     S1: np.ndarray
-    SD2: np.ndarray
+    S2: np.ndarray
     scal: np.ndarray
 
     @classmethod
-    def zeros(cls, n_clusters: int, n_features: int) -> MeanStats:
-        return cls(np.zeros(n_clusters), np.zeros((n_clusters, n_features)), np.zeros(n_clusters),
+    def zeros(cls, n_clusters: int, n_features: int, second: tuple[int, ...] = ()) -> SuffStats:
+        """Zero statistics; ``second`` is the trailing shape of S2 per component."""
+        return cls(np.zeros(n_clusters), np.zeros((n_clusters, n_features)), np.zeros((n_clusters, *second)),
                    np.zeros(N_SCALARS))
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The per-component statistics as the kernels' ``stats`` tuple (IN/OUT); ``scal`` is passed apart."""
-        return self.S0, self.S1, self.SD2
+        return self.S0, self.S1, self.S2
 
-    def merge(self, other: MeanStats) -> MeanStats:
+    def merge(self, other: SuffStats) -> SuffStats:
         """Add ``other`` in place (the statistics are sums over rows); returns self."""
         self.S0 += other.S0
         self.S1 += other.S1
-        self.SD2 += other.SD2
+        self.S2 += other.S2
         self.scal += other.scal
         return self
 
 
-MeanParams = namedtuple("MeanParams", ["means", "sigma2"])
-"""The kernels' parameters of the mean families (k-means, isotropic): (C, D) float64 means and the
-floored shared variance. cost = ||x - mu_c||^2, scale = sigma^2 (seed 000 Eq. 5)."""
+@dataclass
+class Params:
+    """A mixture's parameters on the driver, float64 (scikit-learn's layouts).
+
+    means : (C, D); weights : (C,), summing to 1 (0 for a component that lost all its
+    mass); covariances : the family's layout -- a 0-d array sigma^2 shared by all
+    components (k-means, isotropic), (C,) variances (spherical), (C, D) (diagonal)
+    or (C, D, D) (full).
+    """
+
+    means: np.ndarray
+    weights: np.ndarray
+    covariances: np.ndarray
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"means": self.means, "weights": self.weights, "covariances": self.covariances}
+
+    def replace(self, **changes) -> Params:
+        return Params(**{**self.arrays(), **changes})
 
 
-def _is_mean_params(params) -> bool:
-    return isinstance(params, types.BaseNamedTuple) and params.instance_class is MeanParams
-
-
-@overload(kernel.cost, inline="always")
-def _mean_cost(x, c, params):
-    if _is_mean_params(params):
-        return lambda x, c, params: sqdist(x, params.means[c])
-    return None
-
-
-@overload(kernel.scale, inline="always")
-def _mean_scale(params):
-    if _is_mean_params(params):
-        return lambda params: params.sigma2
-    return None
-
-
-@overload(kernel.euclid, inline="always")
-def _mean_euclid(x, c, params, value):
-    if _is_mean_params(params):
-        return lambda x, c, params, value: value
-    return None
-
-
-@overload(kernel.add_point, inline="always")
-def _mean_add_point(x, wq, c, value, params, stats):
-    """S0[c] += wq, S1[c] += wq x, SD2[c] += wq ||x - mu_c||^2 (see :class:`MeanStats`)."""
-    if _is_mean_params(params):
-        def impl(x, wq, c, value, params, stats):
-            stats[0][c] += wq  # no tuple unpacking: numba's IR inlining then dropped the SD2 update
-            for j in range(x.shape[0]):
-                stats[1][c, j] += wq * x[j]
-            stats[2][c] += wq * value
-        return impl
-    return None
-
-
-def variance_floor(sigma2: float, centres: np.ndarray) -> float:
-    """``sigma2`` raised to at least (eps max|mu|)^2, the variance of float64 rounding at the
-    centres' scale, and to at least the smallest normal float: the one variance floor.
+def variance_floor(sigma2, means: np.ndarray):
+    """``sigma2`` (a number or an array) raised to at least (eps max|mu|)^2, the variance of float64
+    rounding at the means' scale, and to at least the smallest normal float: the one variance floor.
 
     A fit whose points coincide with their centres has sigma^2 = 0 (k-means of N = C
     points, constant data, ``reg_covar=0``), which 1 / (2 sigma^2) and log sigma^2
@@ -109,54 +87,87 @@ def variance_floor(sigma2: float, centres: np.ndarray) -> float:
     this floor a distance of a few rounding errors costs a few units in the
     log-sum-exp, not ~1e300 as against the smallest float.
     """
-    return max(float(sigma2), (_EPS * float(np.abs(centres).max())) ** 2, _TINY)
+    return np.maximum(sigma2, max((_EPS * float(np.abs(means).max())) ** 2, _TINY))
 
 
-def mean_m_step(stats: MeanStats, centres: np.ndarray, reg: float = 0.0) -> tuple[np.ndarray, float]:
-    """Truncated M-step of the means and the shared variance (seed 000 Eq. 4 with the q of Eq. 5).
+def updated_means(stats: SuffStats, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """mu_c = S1[c] / S0[c] (seed 000 Eq. 4); a component without mass keeps its mean.
+    Also returns the shifts mu_new - mu_old (for the parallel-axis identity)."""
+    has_mass = stats.S0 > 0
+    new = np.divide(stats.S1, stats.S0[:, None], out=means.copy(), where=has_mass[:, None])  # no boolean gathers
+    return new, new - means
 
-    mu_c = sum_n w_n q_c(n) y_n / sum_n w_n q_c(n); a cluster with no mass keeps
-    its centre. sigma^2 = sum_n sum_c w_n q_c(n) ||y_n - mu_c^new||^2 / (D sum_n w_n),
-    obtained from the second moment about the old centres by the parallel-axis
-    identity  sum q ||y - mu_new||^2 = sum q ||y - mu_old||^2 - S0 ||mu_new - mu_old||^2,
-    which avoids the cancellation of sum q ||y||^2 - S0 ||mu_new||^2. ``reg`` is
-    added to sigma^2 (``reg_covar``).
-    """
-    S0, S1, SD2 = stats.S0, stats.S1, stats.SD2
-    has_mass = S0 > 0
-    new = np.divide(S1, S0[:, None], out=centres.copy(), where=has_mass[:, None])  # no boolean gathers
-    shift2 = np.einsum("cd,cd->c", new - centres, new - centres)
-    within = max(float(SD2.sum() - np.dot(S0, shift2)), 0.0)
-    D = centres.shape[1]
-    return new, within / (D * stats.scal[W]) + reg
+
+def gaussian_free_energy(stats: SuffStats) -> float:
+    """Truncated free energy per point (seed 004 Eq. 7, general form) of a family whose kernel cost is
+    -2 log pi_c N(y; mu_c, Sigma_c) - D log 2 pi (scale 1): (1/W) sum_n w_n log sum_{c in K(n)} pi_c N(y_n; ...)."""
+    D = stats.S1.shape[1]
+    return float(stats.scal[LSE] / stats.scal[W] - D * HALF_LOG_2PI)
 
 
 class Family:
-    """A model family: its statistics, M-step and free energy (all on the driver).
+    """A model family: its parameters, statistics, M-step and free energy (all on the driver).
 
     ``hard``: every row belongs to one cluster (C' = 1, k-means); its assignments
-    unchanged mean the M-step repeats itself (a fixed point).
+    unchanged mean the M-step repeats itself (a fixed point). ``metric``: the kernel
+    cost is a squared Euclidean distance, so the estimated search may bound pairs
+    with the triangle inequality (seed 000 Eq. 8); other families estimate their
+    neighbourhoods from the cost itself (docs/algorithms.md).
     """
 
     name = ""
     hard = False
+    metric = False
+    second: str = "trace"
+    """Layout of S2 and of the covariances: "trace" (C,), "diag" (C, D) or "full" (C, D, D)."""
 
-    def new_stats(self, n_clusters: int, n_features: int) -> MeanStats:
-        return MeanStats.zeros(n_clusters, n_features)
+    def second_shape(self, n_features: int) -> tuple[int, ...]:
+        return {"trace": (), "diag": (n_features,), "full": (n_features, n_features)}[self.second]
 
-    def kernel_params(self, centres: np.ndarray, sigma2: float) -> MeanParams:
-        """The parameters as the E-step kernels take them (``sigma2`` already floored)."""
-        return MeanParams(centres, float(sigma2))
+    def covariance_shape(self, n_clusters: int, n_features: int) -> tuple[int, ...]:
+        """Shape of :attr:`Params.covariances`."""
+        return (n_clusters, *self.second_shape(n_features))
 
-    def m_step(self, stats: MeanStats, centres: np.ndarray, reg: float) -> tuple[np.ndarray, float]:
-        return mean_m_step(stats, centres, reg)
+    def new_stats(self, n_clusters: int, n_features: int) -> SuffStats:
+        return SuffStats.zeros(n_clusters, n_features, self.second_shape(n_features))
 
-    def free_energy(self, stats: MeanStats, kernel_sigma2: float, new_centres: np.ndarray | None,
-                    new_sigma2: float | None) -> tuple[float, float]:
-        """(free energy per point, the variance it belongs to) of an iteration whose E-step used
-        ``kernel_sigma2``; ``new_*`` are the M-step's result, None when no M-step followed."""
+    def initial_params(self, centres: np.ndarray, sigma2: float, reg: float) -> Params:
+        """The parameters before the first E-step, from the seeds and the seeding's variance sigma^2
+        (equal weights, covariances sigma^2 I + reg)."""
         raise NotImplementedError
 
-    def final_sigma2(self, stats: MeanStats, kernel_sigma2: float) -> float:
-        """The variance reported with the fitted centres (those of the last E-step)."""
-        return kernel_sigma2
+    def kernel_params(self, params: Params):
+        """The parameters as the E-step kernels take them (floored, factorised, logs precomputed)."""
+        raise NotImplementedError
+
+    def m_step(self, stats: SuffStats, params: Params, reg: float) -> Params:
+        raise NotImplementedError
+
+    def free_energy(self, stats: SuffStats, params: Params, kernel, new: Params | None) -> tuple[float, float]:
+        """(free energy per point, the variance of the history row) of an iteration whose E-step used
+        ``params`` (``kernel`` as the kernels took them); ``new`` is the M-step's result, None when no
+        M-step followed."""
+        raise NotImplementedError
+
+    def log_norm(self, kernel, n_features: int) -> float:
+        """log pi_c N(y; mu_c, Sigma_c) = log_norm - cost_c(y) / (2 scale): the constant the kernels leave out."""
+        return -n_features * HALF_LOG_2PI
+
+    def final_params(self, stats: SuffStats, params: Params, kernel) -> Params:
+        """The parameters reported after the last E-step (which used ``params``)."""
+        return params
+
+    def mean_variance(self, params: Params) -> float:
+        """sum_c pi_c tr(Sigma_c) / D: the spread the searches scale their first thresholds by."""
+        cov = params.covariances
+        if self.second == "trace":
+            per = np.broadcast_to(cov, params.weights.shape)
+        elif self.second == "diag":
+            per = cov.mean(axis=1)
+        else:
+            per = np.trace(cov, axis1=1, axis2=2) / cov.shape[1]
+        return float(np.dot(params.weights, per))
+
+    def n_parameters(self, n_clusters: int, n_features: int) -> int:
+        """Free parameters (for BIC / AIC): means, weights and covariances."""
+        raise NotImplementedError

@@ -1,29 +1,133 @@
-"""The isotropic equal-weight Gaussian mixture of seeds 000 / 004: p(y) = (1/C) sum_c N(y; mu_c, sigma^2 I)."""
+"""The isotropic equal-weight Gaussian mixture of seeds 000 / 004: p(y) = (1/C) sum_c N(y; mu_c, sigma^2 I).
+
+Kernel side (:class:`MeanParams`): cost = ||y - mu_c||^2, scale = sigma^2, so the
+responsibilities are those of seed 000 Eq. 5; k-means (:mod:`.kmeans`) shares the kernel.
+"""
 
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
-from ..kernels.estep import LSE, W
-from .base import Family, MeanStats
+import numpy as np
+from numba.core import types
+from numba.extending import overload
+
+from ..kernels import family as kernel
+from ..kernels.estep import LSE, W, sqdist
+from .base import Family, Params, SuffStats, updated_means, variance_floor
+
+MeanParams = namedtuple("MeanParams", ["means", "sigma2"])
+"""The kernels' parameters of the mean families (k-means, isotropic): (C, D) float64 means and the
+floored shared variance. cost = ||x - mu_c||^2, scale = sigma^2 (seed 000 Eq. 5)."""
 
 
-def truncated_free_energy(stats: MeanStats, n_clusters: int, n_features: int, sigma2: float) -> float:
+def _is_mean_params(params) -> bool:
+    return isinstance(params, types.BaseNamedTuple) and params.instance_class is MeanParams
+
+
+@overload(kernel.cost, inline="always")
+def _mean_cost(x, c, params):
+    if _is_mean_params(params):
+        return lambda x, c, params: sqdist(x, params.means[c])
+    return None
+
+
+@overload(kernel.scale, inline="always")
+def _mean_scale(params):
+    if _is_mean_params(params):
+        return lambda params: params.sigma2
+    return None
+
+
+@overload(kernel.euclid, inline="always")
+def _mean_euclid(x, c, params, value):
+    if _is_mean_params(params):
+        return lambda x, c, params, value: value
+    return None
+
+
+@overload(kernel.pair_value, inline="always")
+def _mean_pair_value(params, value):
+    if _is_mean_params(params):
+        return lambda params, value: np.sqrt(value)  # seed 000 Eq. 8 averages distances
+    return None
+
+
+@overload(kernel.add_point, inline="always")
+def _mean_add_point(x, wq, c, value, params, stats):
+    """S0[c] += wq, S1[c] += wq x, S2[c] += wq ||x - mu_c||^2 (see :class:`~.base.SuffStats`)."""
+    if _is_mean_params(params):
+        def impl(x, wq, c, value, params, stats):
+            stats[0][c] += wq  # no tuple unpacking: numba's IR inlining then dropped the S2 update
+            for j in range(x.shape[0]):
+                stats[1][c, j] += wq * x[j]
+            stats[2][c] += wq * value
+        return impl
+    return None
+
+
+def shared_variance_m_step(stats: SuffStats, params: Params, reg: float) -> Params:
+    """Truncated M-step of the means and the shared variance (seed 000 Eq. 4 with the q of Eq. 5).
+
+    mu_c = sum_n w_n q_c(n) y_n / sum_n w_n q_c(n); a cluster with no mass keeps
+    its centre. sigma^2 = sum_n sum_c w_n q_c(n) ||y_n - mu_c^new||^2 / (D sum_n w_n),
+    obtained from the second moment about the old centres by the parallel-axis
+    identity  sum q ||y - mu_new||^2 = sum q ||y - mu_old||^2 - S0 ||mu_new - mu_old||^2,
+    which avoids the cancellation of sum q ||y||^2 - S0 ||mu_new||^2. ``reg`` is
+    added to sigma^2 (``reg_covar``). The weights stay equal.
+    """
+    new, shift = updated_means(stats, params.means)
+    within = max(float(stats.S2.sum() - np.dot(stats.S0, np.einsum("cd,cd->c", shift, shift))), 0.0)
+    D = params.means.shape[1]
+    return params.replace(means=new, covariances=np.asarray(within / (D * stats.scal[W]) + reg))
+
+
+def truncated_free_energy(stats: SuffStats, sigma2: float) -> float:
     """Truncated free energy per point (seed 004 Eq. 7) at the E-step's parameters.
 
     F = (1/W) sum_n w_n log sum_{c in K(n)} (1/C) N(y_n; mu_c, sigma^2 I), ``sigma2``
-    being the floored variance the E-step used (``EStepOp.kernel_sigma2``).
+    being the floored variance the E-step used (:attr:`MeanParams.sigma2`).
     """
+    C, D = stats.S1.shape
     scal = stats.scal
-    return float(scal[LSE] / scal[W] - math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * sigma2))
+    return float(scal[LSE] / scal[W] - math.log(C) - 0.5 * D * math.log(2 * math.pi * sigma2))
 
 
-class IsotropicFamily(Family):
+class SharedVarianceFamily(Family):
+    """What k-means and the isotropic mixture share: equal weights, one variance, Euclidean cost."""
+
+    metric = True
+
+    def covariance_shape(self, n_clusters, n_features):
+        return ()
+
+    def initial_params(self, centres, sigma2, reg):
+        C = len(centres)
+        return Params(centres, np.full(C, 1.0 / C), np.asarray(float(sigma2) + reg))
+
+    def kernel_params(self, params):
+        return MeanParams(params.means, float(variance_floor(float(params.covariances), params.means)))
+
+    def m_step(self, stats, params, reg):
+        return shared_variance_m_step(stats, params, reg)
+
+    def log_norm(self, kernel, n_features):
+        """-log C - (D/2) log(2 pi sigma^2) (seed 000 Eq. 2)."""
+        return -math.log(len(kernel.means)) - 0.5 * n_features * math.log(2 * math.pi * kernel.sigma2)
+
+    def n_parameters(self, n_clusters, n_features):
+        return n_clusters * n_features + 1
+
+
+class IsotropicFamily(SharedVarianceFamily):
     """var-GMM (seed 000): soft responsibilities over the C' clusters of K(n); the free energy
     is Eq. 7 of seed 004 at the E-step's parameters, the log-likelihood when C' = C."""
 
     name = "isotropic"
 
-    def free_energy(self, stats, kernel_sigma2, new_centres, new_sigma2):
-        C, D = stats.S1.shape
-        return truncated_free_energy(stats, C, D, kernel_sigma2), kernel_sigma2
+    def free_energy(self, stats, params, kernel, new):
+        return truncated_free_energy(stats, kernel.sigma2), kernel.sigma2
+
+    def final_params(self, stats, params, kernel):
+        return params.replace(covariances=np.asarray(kernel.sigma2))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..kernels.estep import QE, W
-from .base import Family, variance_floor
-from .isotropic import truncated_free_energy
+from .base import variance_floor
+from .isotropic import SharedVarianceFamily, truncated_free_energy
 
 
 def kmeans_free_energy(n_clusters: int, n_features: int, sigma2: float) -> float:
@@ -18,7 +20,7 @@ def kmeans_free_energy(n_clusters: int, n_features: int, sigma2: float) -> float
     return float(-math.log(n_clusters) - 0.5 * n_features * math.log(2 * math.pi * math.e * sigma2))
 
 
-class KMeansFamily(Family):
+class KMeansFamily(SharedVarianceFamily):
     """Hard assignments (C' = 1): each row adds to its nearest cluster only.
 
     The free energy is Eq. 15 after the M-step's variance update; during initial
@@ -29,12 +31,14 @@ class KMeansFamily(Family):
     name = "kmeans"
     hard = True
 
-    def free_energy(self, stats, kernel_sigma2, new_centres, new_sigma2):
-        C, D = stats.S1.shape
-        if new_sigma2 is None:
-            return truncated_free_energy(stats, C, D, kernel_sigma2), kernel_sigma2
-        return kmeans_free_energy(C, D, variance_floor(new_sigma2, new_centres)), new_sigma2
+    def free_energy(self, stats, params, kernel, new):
+        if new is None:
+            return truncated_free_energy(stats, kernel.sigma2), kernel.sigma2
+        C, D = new.means.shape
+        sigma2 = float(new.covariances)
+        return kmeans_free_energy(C, D, float(variance_floor(sigma2, new.means))), sigma2
 
-    def final_sigma2(self, stats, kernel_sigma2):
-        """sum_n w_n ||y_n - mu_c(n)||^2 / (D W) of the last E-step."""
-        return float(stats.scal[QE]) / (stats.S1.shape[1] * stats.scal[W])
+    def final_params(self, stats, params, kernel):
+        """sigma^2 = sum_n w_n ||y_n - mu_c(n)||^2 / (D W) of the last E-step."""
+        D = params.means.shape[1]
+        return params.replace(covariances=np.asarray(float(stats.scal[QE]) / (D * stats.scal[W])))

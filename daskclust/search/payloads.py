@@ -15,7 +15,7 @@ import numpy as np
 from ..engine.ops import Chunk
 from ..kernels.estep import estep_full
 from ..kernels.search import NEIGHBOURHOOD, SAMPLED, estep_truncated
-from ..models.base import MeanStats
+from ..models.base import SuffStats
 from .pairs import PairStats
 
 _NO_TABLE = np.zeros((0, 0))
@@ -42,7 +42,7 @@ class FullPayload:
     def new_acc(self, n_clusters: int) -> None:
         return None
 
-    def estep(self, chunk: Chunk, params, n_keep: int, K, stats: MeanStats, acc, key):
+    def estep(self, chunk: Chunk, params, n_keep: int, K, stats: SuffStats, acc, key):
         estep_full(chunk.X, chunk.w, params, n_keep, K, stats.arrays(), stats.scal)
         return acc
 

@@ -19,6 +19,10 @@ class SearchConfig:
     n_explore: int = 1
     n_samples: int = 5
     row_length: int = 32
+    metric: bool = True
+    """The family's cost is a squared Euclidean distance (:attr:`daskclust.models.Family.metric`):
+    the estimated search may then bound pairs by the triangle inequality; otherwise it records
+    every pair its rows evaluate (thresholds inf)."""
 
 
 class Search:
@@ -99,7 +103,8 @@ class ExhaustiveSearch(Search):
 
 
 class EstimatedSearch(Search):
-    """seed 000 Alg. 2: G_c from the mean distance of c~ to the points closest to c (Eq. 8).
+    """seed 000 Alg. 2: G_c from the mean distance of c~ to the points closest to c (Eq. 8);
+    for the families whose cost is not a distance, the mean cost (negative log-joint) instead.
 
     Starts from the exact neighbours of the seeds (computed once). Pairs
     outside the current G_c are only recorded when their centres are closer
@@ -118,6 +123,8 @@ class EstimatedSearch(Search):
         # expected point-to-centre distance of the G-th neighbour, sqrt(d_cc~^2 + D sigma^2)
         D = centres.shape[1]
         self.thresholds = np.sqrt(self.exact_dist[:, G - 1] ** 2 + D * sigma2)
+        if not self.config.metric:
+            self.thresholds[:] = np.inf
 
     def payload(self):
         return NeighbourhoodPayload(self.init_sets, self.config.n_explore, self.neighbours, self.thresholds,
@@ -126,6 +133,8 @@ class EstimatedSearch(Search):
     def update(self, acc: NeighbourhoodAcc, centres, sigma2):
         self.neighbours, self.thresholds = estimated_neighbours(self.neighbours, acc.tsum, acc.tcnt,
                                                                 acc.pairs.pruned())
+        if not self.config.metric:  # a mean cost is no bound on the distance of two means
+            self.thresholds[:] = np.inf
 
 
 class SampledSearch(Search):

@@ -1,0 +1,95 @@
+"""Diagonal Gaussian mixture: p(y) = sum_c pi_c N(y; mu_c, diag(sigma_c1^2 .. sigma_cD^2)), scikit-learn's "diag".
+
+Kernel (:class:`DiagParams`): cost_c(y) = sum_j (y_j - mu_cj)^2 / sigma_cj^2 + sum_j log sigma_cj^2
+- 2 log pi_c, scale 1 (:mod:`.gaussian`); S2[c, j] = sum_n w_n q_c(n) (y_nj - mu_cj)^2. M-step:
+sigma_cj^2 = (S2[c, j] - S0[c] (mu_cj^new - mu_cj)^2) / S0[c] + reg_covar. Cost per (row, component)
+pair: 3 D flops, against 2 D for the spherical family.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba.core import types
+from numba.extending import overload
+
+from ..kernels import family as kernel
+from ..kernels.estep import sqdist
+from .base import variance_floor
+from .gaussian import WeightedFamily, log_weights
+
+DiagParams = namedtuple("DiagParams", ["means", "prec", "const"])
+"""(C, D) means, (C, D) precisions 1 / sigma_cj^2 and (C,) sum_j log sigma_cj^2 - 2 log pi_c."""
+
+
+def _is_diag(params) -> bool:
+    return isinstance(params, types.BaseNamedTuple) and params.instance_class is DiagParams
+
+
+@overload(kernel.cost, inline="always")
+def _cost(x, c, params):
+    if _is_diag(params):
+        def impl(x, c, params):
+            mu = params.means[c]
+            prec = params.prec[c]
+            s = 0.0
+            for j in range(x.shape[0]):
+                t = float(x[j]) - mu[j]
+                s += t * t * prec[j]
+            return s + params.const[c]
+        return impl
+    return None
+
+
+@overload(kernel.scale, inline="always")
+def _scale(params):
+    if _is_diag(params):
+        return lambda params: 1.0
+    return None
+
+
+@overload(kernel.euclid, inline="always")
+def _euclid(x, c, params, value):
+    if _is_diag(params):
+        return lambda x, c, params, value: sqdist(x, params.means[c])
+    return None
+
+
+@overload(kernel.pair_value, inline="always")
+def _pair_value(params, value):
+    if _is_diag(params):
+        return lambda params, value: value
+    return None
+
+
+@overload(kernel.add_point, inline="always")
+def _add_point(x, wq, c, value, params, stats):
+    if _is_diag(params):
+        def impl(x, wq, c, value, params, stats):
+            stats[0][c] += wq
+            mu = params.means[c]
+            for j in range(x.shape[0]):
+                stats[1][c, j] += wq * x[j]
+                t = float(x[j]) - mu[j]
+                stats[2][c, j] += wq * t * t
+        return impl
+    return None
+
+
+class DiagFamily(WeightedFamily):
+    """Weights pi_c and a diagonal covariance per component."""
+
+    name = "diag"
+    second = "diag"
+
+    def kernel_params(self, params):
+        var = variance_floor(params.covariances, params.means)
+        return DiagParams(params.means, 1.0 / var, np.log(var).sum(axis=1) - 2.0 * log_weights(params.weights))
+
+    def covariances(self, stats, shift, reg, has_mass):
+        S0 = stats.S0[has_mass][:, None]
+        return np.maximum(stats.S2[has_mass] - S0 * shift[has_mass] ** 2, 0.0) / S0 + reg
+
+    def covariance_parameters(self, n_features):
+        return n_features

@@ -1,0 +1,136 @@
+"""Full-covariance Gaussian mixture: p(y) = sum_c pi_c N(y; mu_c, Sigma_c), scikit-learn's "full".
+
+Sigma_c = L_c L_c^T (Cholesky, lower). Kernel (:class:`FullParams`) holds M_c = L_c^-1 (lower, from a
+triangular solve: no covariance is ever inverted): cost_c(y) = ||M_c (y - mu_c)||^2 + 2 sum_i log L_c,ii
+- 2 log pi_c, scale 1 (:mod:`.gaussian`), D (D + 1) flops per (row, component) pair.
+S2[c] = upper triangle of sum_n w_n q_c(n) (y_n - mu_c)(y_n - mu_c)^T. M-step:
+Sigma_c = (S2[c] - S0[c] delta_c delta_c^T) / S0[c] + reg_covar I, delta_c = mu_c^new - mu_c.
+scikit-learn's ``precisions_cholesky_`` is M_c^T (upper).
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+from numba.core import types
+from numba.extending import overload
+
+from ..kernels import family as kernel
+from ..kernels.estep import sqdist
+from .gaussian import WeightedFamily, ill_defined, log_weights
+
+FullParams = namedtuple("FullParams", ["means", "chol_inv", "const"])
+"""(C, D) means, (C, D, D) M_c = L_c^-1 (lower triangular) and (C,) log det Sigma_c - 2 log pi_c."""
+
+
+def _is_full(params) -> bool:
+    return isinstance(params, types.BaseNamedTuple) and params.instance_class is FullParams
+
+
+@overload(kernel.cost, inline="always")
+def _cost(x, c, params):
+    if _is_full(params):
+        def impl(x, c, params):
+            mu = params.means[c]
+            M = params.chol_inv[c]
+            s = 0.0
+            for k in range(x.shape[0]):
+                z = 0.0
+                for j in range(k + 1):
+                    z += M[k, j] * (float(x[j]) - mu[j])
+                s += z * z
+            return s + params.const[c]
+        return impl
+    return None
+
+
+@overload(kernel.scale, inline="always")
+def _scale(params):
+    if _is_full(params):
+        return lambda params: 1.0
+    return None
+
+
+@overload(kernel.euclid, inline="always")
+def _euclid(x, c, params, value):
+    if _is_full(params):
+        return lambda x, c, params, value: sqdist(x, params.means[c])
+    return None
+
+
+@overload(kernel.pair_value, inline="always")
+def _pair_value(params, value):
+    if _is_full(params):
+        return lambda params, value: value
+    return None
+
+
+@overload(kernel.add_point, inline="always")
+def _add_point(x, wq, c, value, params, stats):
+    if _is_full(params):
+        def impl(x, wq, c, value, params, stats):
+            stats[0][c] += wq
+            mu = params.means[c]
+            S2 = stats[2][c]
+            for j in range(x.shape[0]):
+                stats[1][c, j] += wq * x[j]
+                tj = wq * (float(x[j]) - mu[j])
+                for k in range(j, x.shape[0]):
+                    S2[j, k] += tj * (float(x[k]) - mu[k])
+        return impl
+    return None
+
+
+@njit(cache=True)
+def lower_inverse(L):
+    """M_c = L_c^-1 for every lower-triangular L_c of (C, D, D), by forward substitution."""
+    C, D = L.shape[0], L.shape[1]
+    M = np.zeros_like(L)
+    for c in range(C):
+        for col in range(D):
+            M[c, col, col] = 1.0 / L[c, col, col]
+            for i in range(col + 1, D):
+                s = 0.0
+                for j in range(col, i):
+                    s += L[c, i, j] * M[c, j, col]
+                M[c, i, col] = -s / L[c, i, i]
+    return M
+
+
+def cholesky(covariances: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factors of (C, D, D) covariances; :func:`~.gaussian.ill_defined` when one is not
+    positive definite."""
+    try:
+        return np.linalg.cholesky(covariances)
+    except np.linalg.LinAlgError:
+        raise ill_defined("full") from None
+
+
+def precisions_cholesky(covariances: np.ndarray) -> np.ndarray:
+    """scikit-learn's ``precisions_cholesky_`` of full covariances: (L_c^-1)^T, upper triangular."""
+    return np.ascontiguousarray(lower_inverse(cholesky(covariances)).transpose(0, 2, 1))
+
+
+class FullFamily(WeightedFamily):
+    """Weights pi_c and a full covariance per component."""
+
+    name = "full"
+    second = "full"
+
+    def kernel_params(self, params):
+        L = cholesky(params.covariances)
+        log_det = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
+        return FullParams(params.means, lower_inverse(L), log_det - 2.0 * log_weights(params.weights))
+
+    def covariances(self, stats, shift, reg, has_mass):
+        S0 = stats.S0[has_mass][:, None, None]
+        upper = stats.S2[has_mass]
+        second = upper + np.triu(upper, 1).transpose(0, 2, 1)  # the kernels add the upper triangle only
+        d = shift[has_mass]
+        D = d.shape[1]
+        return (second - S0 * d[:, :, None] * d[:, None, :]) / S0 + reg * np.eye(D)
+
+    def covariance_parameters(self, n_features):
+        return n_features * (n_features + 1) // 2

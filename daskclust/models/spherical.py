@@ -1,0 +1,87 @@
+"""Spherical Gaussian mixture: p(y) = sum_c pi_c N(y; mu_c, sigma_c^2 I), scikit-learn's "spherical".
+
+Kernel (:class:`SphericalParams`): cost_c(y) = ||y - mu_c||^2 / sigma_c^2 + D log sigma_c^2 - 2 log pi_c,
+scale 1 (:mod:`.gaussian`); S2[c] = sum_n w_n q_c(n) ||y_n - mu_c||^2. M-step:
+sigma_c^2 = (S2[c] - S0[c] ||mu_c^new - mu_c||^2) / (D S0[c]) + reg_covar.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+from numba.core import types
+from numba.extending import overload
+
+from ..kernels import family as kernel
+from ..kernels.estep import sqdist
+from .base import variance_floor
+from .gaussian import WeightedFamily, log_weights
+
+SphericalParams = namedtuple("SphericalParams", ["means", "inv_var", "const"])
+"""(C, D) means, (C,) 1 / sigma_c^2 and (C,) D log sigma_c^2 - 2 log pi_c."""
+
+
+def _is_spherical(params) -> bool:
+    return isinstance(params, types.BaseNamedTuple) and params.instance_class is SphericalParams
+
+
+@overload(kernel.cost, inline="always")
+def _cost(x, c, params):
+    if _is_spherical(params):
+        return lambda x, c, params: sqdist(x, params.means[c]) * params.inv_var[c] + params.const[c]
+    return None
+
+
+@overload(kernel.scale, inline="always")
+def _scale(params):
+    if _is_spherical(params):
+        return lambda params: 1.0
+    return None
+
+
+@overload(kernel.euclid, inline="always")
+def _euclid(x, c, params, value):
+    if _is_spherical(params):
+        return lambda x, c, params, value: sqdist(x, params.means[c])
+    return None
+
+
+@overload(kernel.pair_value, inline="always")
+def _pair_value(params, value):
+    if _is_spherical(params):
+        return lambda params, value: value
+    return None
+
+
+@overload(kernel.add_point, inline="always")
+def _add_point(x, wq, c, value, params, stats):
+    if _is_spherical(params):
+        def impl(x, wq, c, value, params, stats):
+            stats[0][c] += wq
+            for j in range(x.shape[0]):
+                stats[1][c, j] += wq * x[j]
+            stats[2][c] += wq * sqdist(x, params.means[c])
+        return impl
+    return None
+
+
+class SphericalFamily(WeightedFamily):
+    """Weights pi_c and one variance sigma_c^2 per component."""
+
+    name = "spherical"
+    second = "trace"
+
+    def kernel_params(self, params):
+        var = variance_floor(params.covariances, params.means)
+        D = params.means.shape[1]
+        return SphericalParams(params.means, 1.0 / var, D * np.log(var) - 2.0 * log_weights(params.weights))
+
+    def covariances(self, stats, shift, reg, has_mass):
+        S0 = stats.S0[has_mass]
+        D = stats.S1.shape[1]
+        within = np.maximum(stats.S2[has_mass] - S0 * np.einsum("cd,cd->c", shift[has_mass], shift[has_mass]), 0.0)
+        return within / (D * S0) + reg
+
+    def covariance_parameters(self, n_features):
+        return 1

@@ -1,0 +1,246 @@
+"""The mixture families with learned weights (spherical, diag, full) on the model seam: exact EM
+against numpy and scikit-learn, monotone free energy under every search, one or two workers,
+resume, inference, bad input."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse
+from sklearn.exceptions import ConvergenceWarning as SKConvergenceWarning
+from sklearn.mixture import GaussianMixture as SKGaussianMixture
+
+import daskclust
+from daskclust import checkpoint
+from daskclust.errors import ConvergenceError, ConvergenceWarning, InvalidDataError, InvalidParameterError
+from daskclust.models import FAMILIES
+from reference import gaussian_em_step
+from test_resilience import Interrupt, interrupt_at
+
+FAMILY_NAMES = ("spherical", "diag", "full")
+SEARCHES = ("full", "exhaustive", "estimated", "sampled")
+
+
+def mixture_data(seed=0, n=900, D=3, C=6):
+    """C anisotropic, unequally sized Gaussian clusters."""
+    rng = np.random.default_rng(seed)
+    means = rng.uniform(-12, 12, (C, D))
+    sizes = rng.multinomial(n, rng.dirichlet(np.full(C, 3.0)))
+    rows = []
+    for c in range(C):
+        A = rng.standard_normal((D, D)) * rng.uniform(0.3, 1.5, D)
+        rows.append(means[c] + rng.standard_normal((sizes[c], D)) @ A)
+    X = np.concatenate(rows)
+    return X[rng.permutation(len(X))]
+
+
+def initial_parameters(X, C, cov_type, seed=1):
+    """Distinct initial weights, means and precisions (scikit-learn's layouts)."""
+    rng = np.random.default_rng(seed)
+    D = X.shape[1]
+    weights = rng.dirichlet(np.full(C, 5.0))
+    means = X[rng.choice(len(X), C, replace=False)] + 0.1
+    var = rng.uniform(2.0, 6.0, C)
+    if cov_type == "spherical":
+        cov = var
+    elif cov_type == "diag":
+        cov = var[:, None] * rng.uniform(0.5, 1.5, (C, D))
+    else:
+        B = rng.standard_normal((C, D, D)) * 0.5
+        cov = var[:, None, None] * np.eye(D) + B @ B.transpose(0, 2, 1)
+    return weights, means, cov
+
+
+def precisions(cov, cov_type):
+    return np.linalg.inv(cov) if cov_type == "full" else 1.0 / cov
+
+
+def exact_model(cov_type, C, weights, means, cov, n_iter, reg):
+    return daskclust.GaussianMixture(
+        C, covariance_type=cov_type, n_truncated=None, search="full", weights_init=weights, means_init=means,
+        precisions_init=precisions(cov, cov_type), reg_covar=reg, max_iter=n_iter, tol=0, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def X():
+    return mixture_data()
+
+
+@pytest.mark.parametrize("cov_type", FAMILY_NAMES)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_exact_em_equals_numpy_reference_iteration_by_iteration(client, X, cov_type, weighted):
+    C, n_iter, reg = 5, 4, 1e-3
+    w = np.random.default_rng(2).uniform(0.2, 3.0, len(X)) if weighted else np.ones(len(X))
+    weights, means, cov = initial_parameters(X, C, cov_type)
+    model = exact_model(cov_type, C, weights, means, cov, n_iter, reg).fit(
+        X, sample_weight=w if weighted else None, client=client)
+    free_energies = []
+    for _ in range(n_iter):
+        ll, weights, means, cov = gaussian_em_step(X, w, weights, means, cov, cov_type, reg)
+        free_energies.append(ll)
+    free_energies.append(gaussian_em_step(X, w, weights, means, cov, cov_type, reg)[0])
+    np.testing.assert_allclose(model.weights_, weights, rtol=1e-8)
+    np.testing.assert_allclose(model.means_, means, rtol=1e-8)
+    np.testing.assert_allclose(model.covariances_, cov, rtol=1e-8)
+    np.testing.assert_allclose([r["free_energy"] for r in model.history_], free_energies, rtol=1e-8)
+
+
+@pytest.mark.parametrize("cov_type", FAMILY_NAMES)
+@pytest.mark.parametrize("n_iter", [1, 10])
+def test_exact_em_matches_sklearn_from_the_same_initial_parameters(client, X, cov_type, n_iter):
+    C, reg = 5, 1e-6
+    weights, means, cov = initial_parameters(X, C, cov_type)
+    ours = exact_model(cov_type, C, weights, means, cov, n_iter, reg).fit(X, client=client)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SKConvergenceWarning)
+        sk = SKGaussianMixture(C, covariance_type=cov_type, weights_init=weights, means_init=means,
+                               precisions_init=precisions(cov, cov_type), reg_covar=reg, max_iter=n_iter,
+                               tol=0).fit(X)
+    assert ours.n_iter_ == sk.n_iter_ == n_iter
+    np.testing.assert_allclose(ours.weights_, sk.weights_, rtol=1e-6)
+    np.testing.assert_allclose(ours.means_, sk.means_, rtol=1e-6)
+    np.testing.assert_allclose(ours.covariances_, sk.covariances_, rtol=1e-6)
+    np.testing.assert_allclose(ours.precisions_cholesky_, sk.precisions_cholesky_, rtol=1e-6)
+    np.testing.assert_allclose(ours.precisions_, sk.precisions_, rtol=1e-6)
+    # inference with the same parameters: scikit-learn's on ours
+    np.testing.assert_allclose(ours.score_samples(X, exact=True), sk.score_samples(X), rtol=1e-8)
+    np.testing.assert_allclose(ours.bic(X), sk.bic(X), rtol=1e-8)
+    np.testing.assert_allclose(ours.aic(X), sk.aic(X), rtol=1e-8)
+    assert (ours.predict(X) == sk.predict(X)).mean() > 0.99
+
+
+@pytest.mark.parametrize("cov_type", FAMILY_NAMES)
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_free_energy_never_decreases(client, cov_type, search, weighted, dtype):
+    X = mixture_data(seed=3, n=1200, C=12).astype(dtype)
+    w = np.random.default_rng(4).uniform(0.0, 2.0, len(X)) if weighted else None
+    model = daskclust.GaussianMixture(12, covariance_type=cov_type, search=search, n_truncated=2, n_neighbors=4,
+                                      init="random", random_state=7, tol=0, max_iter=12, chunk_rows=300)
+    model.fit(X, sample_weight=w, client=client)
+    F = np.array([r["free_energy"] for r in model.history_])
+    assert np.all(np.isfinite(F)) and len(F) == 13
+    assert np.all(np.diff(F) >= -1e-9 * np.abs(F[1:])), np.diff(F)
+    assert F[-1] > F[0] + 0.05  # it learns something
+
+
+def assert_same_mixture(a, b):
+    for name in ("weights_", "means_", "covariances_"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-12)
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_allclose([r["free_energy"] for r in a.history_], [r["free_energy"] for r in b.history_],
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("cov_type", FAMILY_NAMES)
+def test_same_model_on_one_and_two_workers_and_after_resume(client, client_one_worker, tmp_path, X, cov_type):
+    def model(**kw):
+        return daskclust.GaussianMixture(8, covariance_type=cov_type, n_truncated=2, random_state=5, tol=0,
+                                         max_iter=8, chunk_rows=200, **kw)
+
+    two = model().fit(X, client=client)
+    one = model().fit(X, client=client_one_worker)
+    assert_same_mixture(two, one)
+    with pytest.raises(Interrupt):
+        model(callback=interrupt_at(5)).fit(X, client=client, checkpoint=tmp_path / "run", checkpoint_every=2)
+    assert checkpoint.list_checkpoints(str(tmp_path / "run"))[-1] == "ckpt-000004"
+    resumed = model().fit(X, client=client, resume=tmp_path / "run")
+    assert_same_mixture(two, resumed)
+
+
+@pytest.mark.parametrize("cov_type", FAMILY_NAMES)
+def test_save_and_load_keep_the_model(client, tmp_path, X, cov_type):
+    model = daskclust.GaussianMixture(4, covariance_type=cov_type, random_state=0, max_iter=3).fit(X, client=client)
+    model.save(tmp_path / "m.zarr")
+    loaded = daskclust.load(tmp_path / "m.zarr")
+    assert_same_mixture(model, loaded)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+@pytest.mark.parametrize("cov_type", ["isotropic", *FAMILY_NAMES])
+def test_inference_outputs(client, X, cov_type):
+    model = daskclust.GaussianMixture(6, covariance_type=cov_type, n_truncated=3, random_state=0).fit(X, client=client)
+    proba = model.predict_proba(X)
+    assert scipy.sparse.issparse(proba) and proba.shape == (len(X), 6)
+    assert proba.getnnz(axis=1).max() <= 3
+    np.testing.assert_allclose(np.asarray(proba.sum(axis=1)).ravel(), 1.0, rtol=1e-12)
+    labels = model.predict(X)
+    assert np.array_equal(labels, np.asarray(proba.argmax(axis=1)).ravel())
+    exact = model.score_samples(X, exact=True)
+    bound = model.score_samples(X)
+    assert np.all(bound <= exact + 1e-12) and np.all(np.isfinite(exact))
+    # the full posterior, for the sum over every component
+    dense = model.predict_proba(X, n_truncated=6, dense=True)
+    np.testing.assert_allclose(dense.sum(1), 1.0, rtol=1e-12)
+    import dask.array as da
+
+    idx, val = model.predict_proba(da.from_array(X, chunks=200))
+    assert idx.shape == (len(X), 3) and val.shape == (len(X), 3)
+    np.testing.assert_array_equal(idx.compute()[:, 0], labels)
+    Y, comp = model.sample(500, random_state=0)
+    assert Y.shape == (500, X.shape[1]) and comp.shape == (500,)
+
+
+def test_far_rows_do_not_underflow_to_nan(client, X):
+    model = daskclust.GaussianMixture(4, covariance_type="full", random_state=0).fit(X, client=client)
+    far = np.full((3, X.shape[1]), 1e6)
+    assert np.all(np.isfinite(model.score_samples(far, exact=True)))
+    assert np.all(np.asarray(model.predict_proba(far).sum(axis=1)) > 0.999)
+
+
+def test_component_that_loses_its_mass_is_dropped_and_the_free_energy_stays_monotone(client):
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0, 1, (300, 2)), rng.normal(20, 1, (300, 2))])
+    means = np.array([[0.0, 0.0], [20.0, 20.0], [1e4, 1e4]])  # the third is far from every row
+    model = daskclust.GaussianMixture(3, covariance_type="diag", n_truncated=None, search="full", means_init=means,
+                                      tol=0, max_iter=5, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="only 2 distinct clusters"):
+        model.fit(X, client=client)
+    assert model.weights_[2] == 0.0
+    np.testing.assert_array_equal(model.means_[2], means[2])
+    assert np.all(model.predict(X) != 2)
+    F = np.array([r["free_energy"] for r in model.history_])
+    assert np.all(np.isfinite(F)) and np.all(np.diff(F) >= -1e-12)
+
+
+@pytest.mark.parametrize("cov_type", ["diag", "full"])
+def test_constant_feature_gives_no_nan(client, cov_type):
+    X = mixture_data(seed=5, n=400, D=3, C=3)
+    X[:, 1] = 7.0
+    model = daskclust.GaussianMixture(3, covariance_type=cov_type, random_state=0).fit(X, client=client)
+    assert np.all(np.isfinite(model.covariances_)) and np.all(np.isfinite(model.score_samples(X)))
+
+
+def test_singular_full_covariance_without_reg_covar_is_a_clear_error(client):
+    X = np.repeat(np.arange(40.0)[:, None], 2, axis=1)  # on a line: every covariance singular
+    with pytest.raises(ConvergenceError, match="reg_covar"):
+        daskclust.GaussianMixture(2, covariance_type="full", reg_covar=0.0, random_state=0).fit(X, client=client)
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(covariance_type="tied"), "covariance_type"),
+    (dict(reg_covar=-1.0), "reg_covar"),
+    (dict(weights_init=[0.5, 0.6]), "weights_init"),
+    (dict(covariance_type="diag", precisions_init=np.ones(2)), "precisions_init"),
+])
+def test_bad_parameters_are_refused_before_any_work(params, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        daskclust.GaussianMixture(2, **params).fit(np.random.default_rng(0).normal(size=(20, 2)), client=object())
+
+
+def test_more_truncated_than_components_keeps_them_all(client, X):
+    a = daskclust.GaussianMixture(4, covariance_type="diag", n_truncated=9, random_state=0, max_iter=3)
+    b = daskclust.GaussianMixture(4, covariance_type="diag", n_truncated=None, random_state=0, max_iter=3)
+    assert_same_mixture(a.fit(X, client=client), b.fit(X, client=client))
+
+
+def test_all_zero_weights_are_refused(client, X):
+    with pytest.raises(InvalidDataError, match="sample_weight sums to zero"):
+        daskclust.GaussianMixture(2).fit(X, sample_weight=np.zeros(len(X)), client=client)
+
+
+def test_every_family_is_registered():
+    assert set(FAMILIES) == {"kmeans", "isotropic", "spherical", "diag", "full"}
