@@ -6,6 +6,8 @@ working for callers that do not know daskclust (the zarr / xarray habit).
 
 from __future__ import annotations
 
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
 
 class DaskclustError(Exception):
     """Base class of every error daskclust raises on purpose."""
@@ -19,8 +21,9 @@ class InvalidParameterError(DaskclustError, ValueError):
     """An estimator or command-line parameter has an unsupported value."""
 
 
-class NotFittedError(DaskclustError, ValueError, AttributeError):
-    """A fitted attribute was requested from an estimator that was not fitted."""
+class NotFittedError(DaskclustError, SklearnNotFittedError):
+    """A fitted attribute was requested from an estimator that was not fitted (also
+    scikit-learn's ``NotFittedError``, itself a ``ValueError`` and ``AttributeError``)."""
 
 
 class ClusterError(DaskclustError, RuntimeError):

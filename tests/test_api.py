@@ -30,7 +30,7 @@ def test_params_round_trip_and_clone():
     twin = clone(model)
     assert twin.get_params() == params and twin is not model
     assert model.set_params(max_iter=3) is model and model.max_iter == 3
-    assert repr(model) == "KMeans(n_clusters=7, init='afkmc2', max_iter=3, tol=0.001)"
+    assert repr(model) == "KMeans(init='afkmc2', max_iter=3, n_clusters=7, tol=0.001)"  # scikit-learn's repr
     gmm = daskclust.GaussianMixture(4, covariance_type="isotropic", n_truncated=2)
     assert clone(gmm).get_params()["n_truncated"] == 2
 
@@ -66,7 +66,7 @@ def test_outputs_follow_inputs(fitted, tmp_path):
 
 def test_predict_checks_feature_count(fitted):
     model, _ = fitted
-    with pytest.raises(daskclust.InvalidDataError, match="3 features, the model was fitted on 2"):
+    with pytest.raises(daskclust.InvalidDataError, match="X has 3 features, but KMeans is expecting 2 features as input"):
         model.predict(np.zeros((4, 3)))
 
 

@@ -20,7 +20,7 @@ from daskclust.errors import InvalidDataError, InvalidParameterError, NotFittedE
     [
         (np.zeros(10), "must be 2-D"),
         (np.zeros((2, 3, 4)), "must be 2-D"),
-        (np.zeros((10, 0)), "0 features"),
+        (np.zeros((10, 0)), r"0 feature\(s\) \(shape=\(10, 0\)\)"),
         (np.array([["a", "b"], ["c", "d"]]), "unsupported dtype"),
         (np.zeros((4, 2), dtype=complex), "unsupported dtype"),
         (np.zeros((3, 2)), "fewer than the 5 required"),

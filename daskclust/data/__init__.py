@@ -84,8 +84,9 @@ def data_dtype(dtype: np.dtype) -> np.dtype:
         return np.dtype(np.float32)
     if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
         return np.dtype(np.float64)
+    complex_ = "Complex data not supported; " if np.issubdtype(dtype, np.complexfloating) else ""
     raise InvalidDataError(
-        f"unsupported dtype {dtype}: daskclust clusters real numbers "
+        f"unsupported dtype {dtype}: {complex_}daskclust clusters real numbers "
         "(float32, float64 or integer input, which is cast to float64)"
     )
 
@@ -125,14 +126,16 @@ def as_chunked_data(
     """
     dask_x, src_array, kind, input_kind = as_dask(X, array, storage_options)
     if dask_x.ndim != 2:
+        hint = (f". Reshape your data: {what}.reshape(-1, 1) if it has a single feature, {what}.reshape(1, -1) "
+                "if it is a single sample") if dask_x.ndim == 1 else ""
         raise InvalidDataError(
-            f"{what} must be 2-D (samples x features); got a {dask_x.ndim}-D array of shape {dask_x.shape}"
+            f"{what} must be 2-D (samples x features); got a {dask_x.ndim}-D array of shape {dask_x.shape}{hint}"
         )
     _check_chunks_known(dask_x, what)
     n_samples, n_features = (int(s) for s in dask_x.shape)
     dtype = data_dtype(dask_x.dtype)
     if n_features == 0:
-        raise InvalidDataError(f"{what} has 0 features (shape {dask_x.shape}); need at least one")
+        raise InvalidDataError(f"{what} has 0 feature(s) (shape={dask_x.shape}) while a minimum of 1 is required.")
     if n_samples < max(1, min_samples):
         raise InvalidDataError(
             f"{what} has {n_samples} samples, fewer than the {min_samples} required "

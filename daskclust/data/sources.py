@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import dask.array as da
 import numpy as np
+import scipy.sparse
 import zarr
 
 from ..errors import InvalidDataError
@@ -109,10 +110,15 @@ def as_dask(obj: Any, array: str | None = None, storage_options: dict | None = N
         return (*as_dask(obj.data)[:3], "xarray")
     if isinstance(obj, da.Array):
         return obj, obj, "dask", "dask"
+    if scipy.sparse.issparse(obj):
+        raise InvalidDataError(f"sparse input ({type(obj).__name__}) is not supported: daskclust clusters dense "
+                               "arrays; convert it with .toarray() if it fits in memory")
     try:
         arr = np.asarray(obj)
     except Exception as exc:  # noqa: BLE001 - any conversion failure means "unsupported"
         raise InvalidDataError(f"cannot interpret input of type {type(obj).__name__} as an array") from exc
+    if arr.dtype == object:  # numbers held as objects, as scikit-learn accepts; anything else: numpy's error
+        arr = arr.astype(np.float64)
     return da.from_array(arr, chunks=arr.shape or (1,)), arr, "numpy", "numpy"
 
 

@@ -38,7 +38,8 @@ HISTORY_FIELDS = (
 )
 """Columns of ``history_``: free energy per point (seed 004 Eq. 7, or Eq. 15 for
 k-means), quantization error sum_n w_n min_c ||y_n - mu_c||^2 over the clusters
-evaluated, variance, distances evaluated (all of them, then point-to-centre and
+evaluated (for the weighted families: to the most responsible component's mean), variance
+(sigma^2, or sum_c pi_c tr(Sigma_c) / D), distances evaluated (all of them, then point-to-centre and
 centre-to-centre: in the E-step kernels, the neighbourhoods computed on the
 driver -- for iteration 0 also those of the seeds -- and the M-step's shift of
 each centre), N C / all distances, rows whose best cluster changed (-1 when not

@@ -13,8 +13,8 @@ compiles them on two cores: a helper process (``python -c ...``, this interprete
 numba cache) and this process run the :data:`UNITS` from opposite ends, each unit claimed by
 one of them only, so the work splits about evenly whatever the kernels cost; the fit then
 loads them from the cache. Each unit is a real high-level operation on a tiny synthetic data
-set (the engine and :func:`daskclust.seeding.seed`, the search strategy of ``KMeans`` and
-:class:`daskclust.em.estep_op.EStepOp`), never a kernel called with hand-written arguments,
+set (the engine and :func:`daskclust.seeding.seed`, the search strategy of ``KMeans``,
+:class:`daskclust.em.estep_op.EStepOp` and ``KMeans.predict``), never a kernel called with hand-written arguments,
 so the units follow the kernels' signatures as those change. Kernels of other paths (float32
 data when float64 was prepared, other seedings, ``search="full"``, many dimensions) still
 compile when first used, once per machine.
@@ -50,13 +50,15 @@ TINY_CHUNK_ROWS = 64
 """The synthetic data set: 8 well separated 2-D blobs, 512 rows in 8 chunks (the kernels do not
 specialise on sizes, only on dtypes and array layouts)."""
 
-UNITS = ("seeding", "pairs", "estep")
+UNITS = ("seeding", "pairs", "labels", "estep")
 """The compilation units, in the order this process takes them (the helper takes them from the
 end). Compile times, CPU seconds of one core (Python 3.11, numba 0.68): seeding (chunk
 validation, the k-means|| passes, the ball index, greedy k-means++) 5.6; pairs (pruning the pair
-statistics, the estimated neighbour table) 3.5; estep (the exact neighbours of the centres, the
+statistics, the estimated neighbour table) 3.5; labels (the exact nearest centre, which ``fit``
+runs for ``labels_`` on numpy input) 0.6; estep (the exact neighbours of the centres, the
 truncated E-step and the merge of its pair statistics) 7.2. The helper first spends ~1.5 s
-importing daskclust, so this process takes the two at the start."""
+importing daskclust, so this process takes the two at the start; the first of the two to be
+free takes labels."""
 
 HELPER_TIMEOUT = 180.0
 """Seconds to wait for the helper process (~9 s on 2 idle cores); after that it is ended and the
@@ -145,6 +147,16 @@ def run_pairs() -> None:
     search.update(op.new_acc().search, centres, sigma2)
 
 
+def run_labels(dtype="float64") -> None:
+    """``predict`` of a default ``KMeans`` with the tiny data set's centres on that data set, as
+    ``fit`` runs it for ``labels_`` on numpy input."""
+    from ..estimators import KMeans
+
+    model = KMeans(TINY_CLUSTERS)
+    model.centres_, model.n_features_in_ = _tiny_centres(), 2
+    model.predict(tiny_data(dtype))
+
+
 def run_unit(name: str, dtype: str, engine=None, make_engine=None) -> None:
     if name == "seeding":
         if engine is not None:
@@ -156,6 +168,8 @@ def run_unit(name: str, dtype: str, engine=None, make_engine=None) -> None:
         run_estep(dtype)
     elif name == "pairs":
         run_pairs()
+    elif name == "labels":
+        run_labels(dtype)
     else:
         raise ValueError(f"unknown unit {name!r}")
 

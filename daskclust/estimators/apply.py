@@ -47,10 +47,11 @@ def check_block(X: np.ndarray, start: int = 0) -> np.ndarray:
     return X
 
 
-def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray], *, width: int | None,
+def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray], *, owner: str, width: int | None,
                dtype, output: str | os.PathLike | None = None, storage_options: dict | None = None,
                kind: str = "labels", overwrite: bool = False, inputs: Iterable[Location | None] = ()):
-    """Apply ``block_fn`` (rows (n, D) -> (n,) or (n, width)) to every row of ``X``.
+    """Apply ``block_fn`` (rows (n, D) -> (n,) or (n, width)) to every row of ``X``, which must
+    have the ``n_features`` the model ``owner`` (its class name, for messages) was fitted on.
 
     With ``output``, the result is a daskclust store of kind ``kind`` at that
     path; it must not overlap ``X`` or ``inputs`` and replaces an existing
@@ -62,7 +63,8 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
         check_target(location, kind, overwrite=overwrite, inputs=[source, *inputs])
     data = as_chunked_data(X, storage_options=storage_options)
     if data.n_features != n_features:
-        raise InvalidDataError(f"X has {data.n_features} features, the model was fitted on {n_features}")
+        raise InvalidDataError(f"X has {data.n_features} features, but {owner} is expecting {n_features} features "
+                               "as input")
     if location is not None:
         return write_rows(data, block_fn, width, dtype, location, kind, source=source)
     if not data.lazy:

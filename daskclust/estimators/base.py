@@ -1,4 +1,5 @@
-"""What KMeans and GaussianMixture share: fitting on the engine, fitted attributes, saving."""
+"""What KMeans and GaussianMixture share: fitting on the engine (several seedings with ``n_init``),
+fitted attributes, scikit-learn's estimator protocol, saving."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import os
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import zarr
+from sklearn.base import BaseEstimator
 
 from ..checkpoint import (
     Checkpoint,
@@ -24,14 +26,15 @@ from ..data import as_chunked_data
 from ..em.loop import EMSettings, LoopState, run_em
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..errors import CheckpointError, ClusterError, InvalidDataError, ModelStoreError, NotFittedError, WorkerLost
+from ..errors import (CheckpointError, ClusterError, InvalidDataError, InvalidParameterError, ModelStoreError,
+                      NotFittedError, WorkerLost)
 from ..io import Location, check_target, check_workers_see, mark, remove_store, source_location, store_root
 from ..models import Family, Params
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
 from ..seeding.ops import NearestIndex, pruning_test
 from .apply import apply_rows
-from .params import AnyValue, Interval, Options, ParamsMixin
+from .params import AnyValue, Interval, Options, ParamsMixin, RandomStateLike
 from .progress import Progress
 
 log = logging.getLogger("daskclust")
@@ -95,13 +98,14 @@ def describe_source(X) -> dict | None:
 COMMON_CONSTRAINTS = {
     "max_iter": Interval(0, None, integer=True),
     "tol": Interval(0, None),
-    "random_state": Interval(0, 2**63 - 1, integer=True, allow_none=True),
+    "random_state": RandomStateLike(),
+    "n_init": Interval(1, None, integer=True),
     "oversampling_factor": Interval(0, None, open_low=True),
     "init_rounds": Interval(1, None, integer=True),
     "chain_length": Interval(1, None, integer=True),
     "chunk_rows": Interval(1, None, integer=True, allow_none=True),
     "memory_budget": Interval(1, None, integer=True, allow_none=True),
-    "verbose": Interval(0, None, integer=True),
+    "verbose": Interval(0, None, integer=True, allow_bool=True),
     "init": AnyValue(),
     "search": Options(("full", "exhaustive", "estimated", "sampled")),
     "n_neighbors": Interval(1, None, integer=True),
@@ -112,16 +116,41 @@ COMMON_CONSTRAINTS = {
 }
 
 
-def resolve_seed(random_state: int | None) -> int:
-    """The integer seed of a fit: ``random_state``, or fresh entropy when None."""
+def resolve_seed(random_state) -> int:
+    """The integer seed of a fit: ``random_state`` itself when an int; drawn from it when a numpy
+    ``RandomState`` or ``Generator`` (which advances, so two fits with one generator differ, as in
+    scikit-learn); fresh entropy when None."""
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(2**63 - 1, dtype=np.int64))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**63 - 1))
     if random_state is not None:
         return int(random_state)
     return int(np.random.SeedSequence().entropy % (2**63))
 
 
-class TruncatedEMEstimator(ParamsMixin):
+def derive_seeds(seed: int, n_init: int) -> list[int]:
+    """The seeds of the ``n_init`` runs of a fit: ``seed`` itself first (``n_init=1`` is the
+    plain fit), then seeds in [0, 2**63) drawn from ``np.random.SeedSequence(seed)``."""
+    extra = np.random.SeedSequence(seed).generate_state(n_init - 1, dtype=np.uint64) >> np.uint64(1)
+    return [seed, *(int(s) for s in extra)]
+
+
+def reset_state_store(location: Location) -> None:
+    """An empty state store at ``location`` (marked incomplete): a run starting from its seeding
+    must not read the per-row state an earlier run left there."""
+    remove_store(location)
+    zarr.open_group(location.url, mode="w", **location.zarr_kwargs)
+    mark(location, "state", complete=False)
+
+
+class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     """Base of the estimators: the EM loop runs on the Dask engine; subclasses
-    say how many clusters each point keeps (C') and which free energy to report."""
+    say how many clusters each point keeps (C') and which free energy to report.
+
+    A scikit-learn estimator (``BaseEstimator``: ``get_params``, ``set_params``,
+    ``clone``, ``repr``); the subclasses add scikit-learn's mixins.
+    """
 
     # subclass hooks -------------------------------------------------------
     def _family(self) -> Family:
@@ -148,6 +177,18 @@ class TruncatedEMEstimator(ParamsMixin):
         """The parameters of the first E-step, from the seeding."""
         return self._family().initial_params(seeding.centres, seeding.sigma2, self._reg())
 
+    # scikit-learn protocol ------------------------------------------------
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = True  # (n_samples, n_features) numpy, dask, zarr or xarray
+        tags.input_tags.sparse = False  # dense data only: sparse input is refused
+        tags.input_tags.allow_nan = False  # a NaN / inf row is refused, with its index
+        tags.non_deterministic = False  # an int random_state fixes every random draw of a fit
+        return tags
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return hasattr(self, "centres_")
+
     # fitting --------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, *, client=None, checkpoint=None, checkpoint_every: int = 10,
             resume=None, overwrite: bool = False):
@@ -166,11 +207,11 @@ class TruncatedEMEstimator(ParamsMixin):
             Directory (local or URL every worker reaches) where the fit saves a
             checkpoint every ``checkpoint_every`` iterations (see
             :mod:`daskclust.checkpoint`); a lost worker then costs at most
-            that many iterations.
+            that many iterations. Needs ``n_init=1``: a checkpoint holds one run.
         resume : str or PathLike, optional
             A checkpoint (or directory of checkpoints) to continue from, on the
             same data with the same parameters; the result equals that of an
-            uninterrupted fit.
+            uninterrupted fit. Needs ``n_init=1``.
         overwrite : bool, default False
             Replace an existing checkpoint directory (or ``state_store``) that
             an earlier fit left; without it such a directory is refused, unless
@@ -183,12 +224,21 @@ class TruncatedEMEstimator(ParamsMixin):
 
         Notes
         -----
+        With ``n_init > 1`` the fit runs ``n_init`` times, seeded with
+        :func:`derive_seeds` of the fit's seed, and keeps the run with the
+        highest final free energy (``seed_`` is its seed; a fit with
+        ``random_state=seed_`` and ``n_init=1`` gives the same model); every run
+        loads the data anew, and ``callback`` sees the rows of every run.
+
         If a worker holding chunks dies, the fit starts again on the remaining
         workers from the last checkpoint, or from the seeding without one; every
         step being a deterministic function of the data, the seed and the
         iteration, the model is the one the undisturbed fit would give.
         """
         self._validate_params()
+        if self.n_init > 1 and (checkpoint is not None or resume is not None):
+            raise InvalidParameterError(f"checkpoint and resume need n_init=1 (got n_init={self.n_init}): "
+                                        "a checkpoint holds a single run")
         C = self._n_clusters()
         init = check_init(self._init_centres(), C)
         data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
@@ -203,16 +253,31 @@ class TruncatedEMEstimator(ParamsMixin):
                          dtype=data.dtype) as cl:
                 check_workers_see(cl, plan.shared_inputs, error=InvalidDataError)
                 check_workers_see(cl, plan.shared_outputs)
-                result, seeding = self._run(cl, data, init, plan, progress)
+                result, seeding, seed_value = self._best_run(cl, data, init, plan, progress)
         finally:
             if plan.state_store is not None:
                 remove_store(plan.state_store)  # scratch space of this fit only
-        self._set_fitted(result, seeding, data.n_features, plan.settings.seed, time.perf_counter() - t0)
+        self._set_fitted(result, seeding, data.n_features, seed_value, time.perf_counter() - t0)
+        self.labels_ = self.predict(X)
         progress.say(
             f"done: {self.n_iter_} iterations, free energy {result.history[-1]['free_energy']:.6g}, "
             f"converged={self.converged_}, {self.fit_time_:.2f} s"
         )
         return self
+
+    def _best_run(self, client, data, init, plan: FitPlan, progress):
+        """Run the fit once per seed of :func:`derive_seeds`; the result, seeding and seed of
+        the run with the highest final free energy (the first of equals)."""
+        seeds = derive_seeds(plan.settings.seed, self.n_init)
+        best = None
+        for i, seed_value in enumerate(seeds):
+            if len(seeds) > 1:
+                progress.say(f"init {i + 1}/{len(seeds)}: seed {seed_value}")
+            run_plan = replace(plan, settings=replace(plan.settings, seed=seed_value))
+            result, seeding = self._run(client, data, init, run_plan, progress)
+            if best is None or result.history[-1]["free_energy"] > best[0].history[-1]["free_energy"]:
+                best = result, seeding, seed_value
+        return best
 
     def _search(self):
         C, n_keep = self._n_clusters(), self._n_keep()
@@ -252,9 +317,7 @@ class TruncatedEMEstimator(ParamsMixin):
             else:
                 state_store = Location.parse(os.path.join(tempfile.gettempdir(), f"daskclust-state-{uuid.uuid4().hex}"))
             check_target(state_store, "state", overwrite=overwrite or checkpointer is not None, inputs=inputs)
-            remove_store(state_store)
-            zarr.open_group(state_store.url, mode="w", **state_store.zarr_kwargs)
-            mark(state_store, "state", complete=False)
+            reset_state_store(state_store)
             shared.append(state_store)
         return FitPlan(settings, meta, checkpointer, resumed, state_store, [source] if source else [], shared)
 
@@ -268,6 +331,8 @@ class TruncatedEMEstimator(ParamsMixin):
         for attempt in range(MAX_RECOVERIES + 1):
             search = self._search()
             try:
+                if resumed is None and plan.state_store is not None:
+                    reset_state_store(plan.state_store)
                 state_url = plan.state_store.url if plan.state_store is not None else None
                 with Engine(data, client, memory_budget=self.memory_budget, state_store=state_url) as engine:
                     progress.say(
@@ -343,13 +408,14 @@ class TruncatedEMEstimator(ParamsMixin):
             index.search(block, np.full(block.shape[0], np.inf), out)
             return out
 
-        return apply_rows(X, self.n_features_in_, labels, width=None, dtype=np.int32, output=output,
-                          storage_options=storage_options, kind="labels", overwrite=overwrite,
+        return apply_rows(X, self.n_features_in_, labels, owner=type(self).__name__, width=None, dtype=np.int32,
+                          output=output, storage_options=storage_options, kind="labels", overwrite=overwrite,
                           inputs=[Location.parse(p) for p in inputs])
 
     def fit_predict(self, X, y=None, sample_weight=None, *, client=None):
-        """``fit(X).predict(X)``."""
-        return self.fit(X, sample_weight=sample_weight, client=client).predict(X)
+        """Fit on ``X`` and return ``labels_``, the nearest centre of each row of ``X``
+        (``fit(X).predict(X)``)."""
+        return self.fit(X, sample_weight=sample_weight, client=client).labels_
 
     def save(self, path, *, overwrite: bool = False, storage_options: dict | None = None) -> None:
         """Store parameters, configuration and history as an xarray Dataset in zarr.
@@ -379,10 +445,11 @@ def _number(value):
 
 
 def _jsonable(value):
-    """Parameters as stored: arrays become nested lists, callables are not stored."""
+    """Parameters as stored: arrays become nested lists; callables and numpy random generators
+    are not stored (the seed a fit drew from a generator is, as ``seed``)."""
     if isinstance(value, np.ndarray):
         return value.tolist()
-    if callable(value):
+    if callable(value) or isinstance(value, (np.random.RandomState, np.random.Generator)):
         return None
     return value
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import ClusterMixin, TransformerMixin
 
-from ..kernels.estep import all_distances, nearest_centre
+from ..kernels.estep import all_distances
 from ..models import FAMILIES, Family, Params
+from ..seeding.ops import NearestIndex, pruning_test
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import Interval
 
 
-class KMeans(TruncatedEMEstimator):
+class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     """k-means clustering on Dask, for data larger than memory and many clusters.
 
     k-means as truncated variational EM with one cluster per point (C' = 1,
@@ -20,6 +22,10 @@ class KMeans(TruncatedEMEstimator):
     O(N G D) per iteration instead of O(N C D)); ``search="full"`` is Lloyd's
     algorithm. The reported free energy is seed 004's k-means free energy
     (Eq. 15), -log C - (D/2) log(2 pi e sigma^2), which never decreases.
+
+    A scikit-learn estimator (clusterer and transformer): ``clone``,
+    ``get_params`` / ``set_params``, pipelines and ``GridSearchCV`` work on
+    numpy input, with ``score`` the negative inertia as in scikit-learn.
 
     Parameters
     ----------
@@ -41,13 +47,20 @@ class KMeans(TruncatedEMEstimator):
         R, candidates drawn per point by ``search="sampled"``.
     init : {"k-means||", "afkmc2", "k-means++", "random"} or array of shape (C, D), default="k-means||"
         Seeding (see :mod:`daskclust.seeding`).
+    n_init : int, default=1
+        Runs with different seeds; the one with the highest final free energy
+        (here: the lowest inertia) is kept. Each run is a whole fit; with an
+        array ``init`` runs differ only in the search's random draws. Needs 1 to
+        checkpoint or resume.
     max_iter : int, default=300
         Most M-steps (after the ``n_init_esteps`` E-steps).
     tol : float, default=1e-5
         Stop when the free energy changes by at most ``tol`` relatively, or when
         no assignment changes.
-    random_state : int or None, default=None
-        Seed of every random stream (keyed by seed, iteration and chunk).
+    random_state : int, numpy RandomState or Generator, or None, default=None
+        Seed of every random stream (keyed by seed, iteration and chunk): an int
+        makes the fit deterministic; a RandomState / Generator gives each fit a
+        seed drawn from it (so repeated fits differ); None fresh entropy.
     oversampling_factor, init_rounds : float, int, default=2.0, 5
         k-means|| oversampling l = oversampling_factor * C and number of rounds.
     chain_length : int, default=5
@@ -71,14 +84,19 @@ class KMeans(TruncatedEMEstimator):
         configuration (``distributed.comm.tls``). Like the scheduler address,
         the state store, ``verbose`` and ``callback``, a runtime setting: never
         saved with a model or checkpoint.
-    verbose : int, default=0
-        Print progress (1) per iteration.
+    verbose : int or bool, default=0
+        Print progress (1 or True) per iteration.
     callback : callable or None, default=None
         Called with each history row (a dict) after every iteration.
 
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (C, D)
+    labels_ : ndarray or dask array of shape (n_samples,)
+        Nearest centre of each training row (``predict(X)``): for numpy input a
+        numpy array, computed after the fit by one exact pass over ``X`` on the
+        driver's threads (O(N C D), not in ``fit_time_``); for lazy input (dask,
+        zarr, xarray, path) a lazy dask array. Not saved with the model.
     sigma2_ : float
         Variance of the rows around their centres, sum ||y - mu||^2 / (D N).
     inertia_ : float
@@ -90,12 +108,14 @@ class KMeans(TruncatedEMEstimator):
         One row per iteration, see :data:`daskclust.em.loop.HISTORY_FIELDS`.
     seeding_time_, fit_time_ : float
         Seconds spent seeding and in the whole fit.
+    seed_ : int
+        Seed of the kept run.
     """
 
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
 
     def __init__(self, n_clusters=8, *, search="estimated", n_neighbors=5, n_explore=1, n_init_esteps=0,
-                 n_samples=5, init="k-means||", max_iter=300, tol=1e-5, random_state=None,
+                 n_samples=5, init="k-means||", n_init=1, max_iter=300, tol=1e-5, random_state=None,
                  oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None, memory_budget=None,
                  state="memory", state_store=None, scheduler_address=None, security=None, verbose=0,
                  callback=None):
@@ -114,6 +134,11 @@ class KMeans(TruncatedEMEstimator):
         C = len(self.centres_)
         return Params(self.centres_, np.full(C, 1.0 / C), np.asarray(float(self.sigma2_)))
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]  # distances are float64 whatever the input
+        return tags
+
     @property
     def cluster_centers_(self) -> np.ndarray:
         self._check_fitted()
@@ -129,23 +154,26 @@ class KMeans(TruncatedEMEstimator):
             all_distances(block, centres, out)
             return out
 
-        return apply_rows(X, self.n_features_in_, distances, width=len(centres), dtype=np.float64,
-                          output=output, storage_options=storage_options, kind="distances", overwrite=overwrite)
+        return apply_rows(X, self.n_features_in_, distances, owner=type(self).__name__, width=len(centres),
+                          dtype=np.float64, output=output, storage_options=storage_options, kind="distances",
+                          overwrite=overwrite)
 
     def fit_transform(self, X, y=None, sample_weight=None, *, client=None):
+        """Fit on ``X`` and return its distances to the centres (``fit(X).transform(X)``)."""
         return self.fit(X, sample_weight=sample_weight, client=client).transform(X)
 
     def score(self, X, y=None, sample_weight=None):
-        """Opposite of the (weighted) sum of squared distances to the nearest centre."""
+        """Opposite of the (weighted) sum of squared distances to the nearest centre (the
+        negative inertia of ``X``, as scikit-learn's ``KMeans.score``)."""
         self._check_fitted()
-        centres = self.centres_
+        index = NearestIndex(self.centres_, dense=pruning_test(self.centres_)[0])
 
         def sq(block):
-            out = np.empty(block.shape[0])
-            nearest_centre(block, centres, np.empty(block.shape[0], dtype=np.int32), out)
+            out = np.full(block.shape[0], np.inf)
+            index.search(block, out, np.zeros(block.shape[0], dtype=np.int32))
             return out
 
-        d2 = apply_rows(X, self.n_features_in_, sq, width=None, dtype=np.float64)
+        d2 = apply_rows(X, self.n_features_in_, sq, owner=type(self).__name__, width=None, dtype=np.float64)
         if sample_weight is not None:
             d2 = d2 * sample_weight
         return -float(d2.sum())

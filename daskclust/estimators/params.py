@@ -1,8 +1,10 @@
-"""scikit-learn's parameter conventions without depending on scikit-learn.
+"""Parameter validation of the estimators.
 
 Parameters are the keyword arguments of ``__init__``, stored unchanged under
-the same names; ``get_params`` / ``set_params`` read and write them, and each
-estimator declares how every parameter is validated in ``_constraints``.
+the same names; scikit-learn's ``BaseEstimator`` reads and writes them
+(``get_params`` / ``set_params``, ``clone``, ``repr``), and each estimator
+declares how every parameter is validated in ``_constraints``, checked when
+``fit`` starts.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import math
 import numbers
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..errors import InvalidParameterError
 
@@ -29,9 +33,10 @@ class Interval:
     integer: bool = False
     allow_none: bool = False
     open_low: bool = False
+    allow_bool: bool = False
 
     def check(self, name: str, value: Any) -> None:
-        if value is None and self.allow_none:
+        if (value is None and self.allow_none) or (isinstance(value, bool) and self.allow_bool):
             return
         kind = numbers.Integral if self.integer else numbers.Real
         if isinstance(value, bool) or not isinstance(value, kind):
@@ -63,8 +68,23 @@ class AnyValue:
         return None
 
 
+class RandomStateLike:
+    """scikit-learn's ``random_state``: None, an integer seed in [0, 2**63 - 1], or a numpy
+    ``RandomState`` / ``Generator`` (from which each fit draws its seed)."""
+
+    HIGH = 2**63 - 1
+
+    def check(self, name: str, value: Any) -> None:
+        if value is None or isinstance(value, (np.random.RandomState, np.random.Generator)):
+            return
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value <= self.HIGH:
+            raise InvalidParameterError(f"{name} must be None, an integer in [0, 2**63 - 1], a numpy RandomState "
+                                        f"or Generator, got {value!r}")
+
+
 class ParamsMixin:
-    """``get_params`` / ``set_params`` / ``__repr__`` from the ``__init__`` signature."""
+    """Validation (``_constraints``) and storage of the ``__init__`` parameters; put before
+    scikit-learn's ``BaseEstimator``, which provides ``get_params``, ``set_params`` and ``repr``."""
 
     _constraints: dict[str, Any] = {}
 
@@ -78,36 +98,18 @@ class ParamsMixin:
         for name in self._param_names():
             setattr(self, name, values[name])
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params) -> ParamsMixin:
+    def set_params(self, **params):
+        """Set parameters (scikit-learn's ``set_params``); an unknown name is an
+        :class:`InvalidParameterError`."""
         valid = self._param_names()
-        for name, value in params.items():
+        for name in params:
             if name not in valid:
                 raise InvalidParameterError(
                     f"invalid parameter {name!r} for {type(self).__name__}; valid: {', '.join(valid)}"
                 )
-            setattr(self, name, value)
-        return self
+        return super().set_params(**params)
 
     def _validate_params(self) -> None:
-        for name, value in self.get_params().items():
+        """Check every parameter against ``_constraints`` (:class:`InvalidParameterError`)."""
+        for name, value in self.get_params(deep=False).items():
             self._constraints.get(name, AnyValue()).check(name, value)
-
-    def __repr__(self) -> str:
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
-        changed = []
-        for name, value in self.get_params().items():
-            default = defaults.get(name)
-            same = value is default or (type(value) is type(default) and _equal(value, default))
-            if not same:
-                changed.append(f"{name}={value!r}")
-        return f"{type(self).__name__}({', '.join(changed)})"
-
-
-def _equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - arrays and other non-scalar values: treat as changed
-        return False

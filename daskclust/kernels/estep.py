@@ -155,48 +155,8 @@ def estep_full(X, w, params, n_keep, K, stats, scal):
 
 
 @njit(nogil=True, cache=True)
-def nearest_centre(X, centres, labels, mind2):
-    """Exact nearest centre of every row (for predict / transform).
-
-    labels : (n,) int32, OUT; mind2 : (n,) float64, OUT (squared distance).
-    """
-    C = centres.shape[0]
-    for i in range(X.shape[0]):
-        best = 0
-        bd = np.inf
-        for c in range(C):
-            d = sqdist(X[i], centres[c])
-            if d < bd:
-                bd = d
-                best = c
-        labels[i] = best
-        mind2[i] = bd
-
-
-@njit(nogil=True, cache=True)
 def all_distances(X, centres, out):
     """out[i, c] = ||X[i] - centres[c]|| (Euclidean, for KMeans.transform). OUT: out."""
     for i in range(X.shape[0]):
         for c in range(centres.shape[0]):
             out[i, c] = np.sqrt(sqdist(X[i], centres[c]))
-
-
-@njit(nogil=True, cache=True)
-def log_likelihood(X, centres, sigma2, out):
-    """Per-row log-likelihood of the isotropic equal-weight GMM (seed 000 Eq. 2). OUT: out.
-
-    log p(y) = -log C - (D/2) log(2 pi sigma^2) + log sum_c exp(-||y - mu_c||^2 / 2 sigma^2)
-    """
-    C, D = centres.shape
-    const = -np.log(C) - 0.5 * D * np.log(2.0 * np.pi * sigma2)
-    inv_two_s2 = 0.5 / sigma2
-    d2 = np.empty(C)
-    for i in range(X.shape[0]):
-        dmin = np.inf
-        for c in range(C):
-            d2[c] = sqdist(X[i], centres[c])
-            dmin = min(dmin, d2[c])
-        z = 0.0
-        for c in range(C):
-            z += np.exp(-(d2[c] - dmin) * inv_two_s2)
-        out[i] = const - dmin * inv_two_s2 + np.log(z)

@@ -98,13 +98,6 @@ def updated_means(stats: SuffStats, means: np.ndarray) -> tuple[np.ndarray, np.n
     return new, new - means
 
 
-def gaussian_free_energy(stats: SuffStats) -> float:
-    """Truncated free energy per point (seed 004 Eq. 7, general form) of a family whose kernel cost is
-    -2 log pi_c N(y; mu_c, Sigma_c) - D log 2 pi (scale 1): (1/W) sum_n w_n log sum_{c in K(n)} pi_c N(y_n; ...)."""
-    D = stats.S1.shape[1]
-    return float(stats.scal[LSE] / stats.scal[W] - D * HALF_LOG_2PI)
-
-
 class Family:
     """A model family: its parameters, statistics, M-step and free energy (all on the driver).
 
@@ -146,8 +139,14 @@ class Family:
     def free_energy(self, stats: SuffStats, params: Params, kernel, new: Params | None) -> tuple[float, float]:
         """(free energy per point, the variance of the history row) of an iteration whose E-step used
         ``params`` (``kernel`` as the kernels took them); ``new`` is the M-step's result, None when no
-        M-step followed."""
-        raise NotImplementedError
+        M-step followed.
+
+        Here the truncated free energy at the E-step's parameters (seed 004 Eq. 7, general form),
+        F = (1/W) sum_n w_n log sum_{c in K(n)} pi_c N(y_n; mu_c, Sigma_c) = LSE / W + log_norm,
+        the log-likelihood per point when C' = C, and sum_c pi_c tr(Sigma_c) / D.
+        """
+        D = stats.S1.shape[1]
+        return float(stats.scal[LSE] / stats.scal[W] + self.log_norm(kernel, D)), self.mean_variance(params)
 
     def log_norm(self, kernel, n_features: int) -> float:
         """log pi_c N(y; mu_c, Sigma_c) = log_norm - cost_c(y) / (2 scale): the constant the kernels leave out."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ConvergenceError
-from .base import Family, Params, SuffStats, gaussian_free_energy, updated_means
+from .base import Family, Params, SuffStats, updated_means
 
 
 def log_weights(weights: np.ndarray) -> np.ndarray:
@@ -49,9 +49,6 @@ class WeightedFamily(Family):
     def covariances(self, stats: SuffStats, shift: np.ndarray, reg: float, has_mass: np.ndarray) -> np.ndarray:
         """The new covariances of the components with mass (the M-step above), floored."""
         raise NotImplementedError
-
-    def free_energy(self, stats, params, kernel, new):
-        return gaussian_free_energy(stats), self.mean_variance(params)
 
     def n_parameters(self, n_clusters, n_features):
         return n_clusters * n_features + n_clusters - 1 + n_clusters * self.covariance_parameters(n_features)

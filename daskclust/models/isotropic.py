@@ -14,7 +14,7 @@ from numba.core import types
 from numba.extending import overload
 
 from ..kernels import family as kernel
-from ..kernels.estep import LSE, W, sqdist
+from ..kernels.estep import W, sqdist
 from .base import Family, Params, SuffStats, updated_means, variance_floor
 
 MeanParams = namedtuple("MeanParams", ["means", "sigma2"])
@@ -83,17 +83,6 @@ def shared_variance_m_step(stats: SuffStats, params: Params, reg: float) -> Para
     return params.replace(means=new, covariances=np.asarray(within / (D * stats.scal[W]) + reg))
 
 
-def truncated_free_energy(stats: SuffStats, sigma2: float) -> float:
-    """Truncated free energy per point (seed 004 Eq. 7) at the E-step's parameters.
-
-    F = (1/W) sum_n w_n log sum_{c in K(n)} (1/C) N(y_n; mu_c, sigma^2 I), ``sigma2``
-    being the floored variance the E-step used (:attr:`MeanParams.sigma2`).
-    """
-    C, D = stats.S1.shape
-    scal = stats.scal
-    return float(scal[LSE] / scal[W] - math.log(C) - 0.5 * D * math.log(2 * math.pi * sigma2))
-
-
 class SharedVarianceFamily(Family):
     """What k-means and the isotropic mixture share: equal weights, one variance, Euclidean cost."""
 
@@ -127,7 +116,8 @@ class IsotropicFamily(SharedVarianceFamily):
     name = "isotropic"
 
     def free_energy(self, stats, params, kernel, new):
-        return truncated_free_energy(stats, kernel.sigma2), kernel.sigma2
+        """Eq. 7 of seed 004 at the E-step's (floored) sigma^2, which the history reports."""
+        return super().free_energy(stats, params, kernel, new)[0], kernel.sigma2
 
     def final_params(self, stats, params, kernel):
         return params.replace(covariances=np.asarray(kernel.sigma2))

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..kernels.estep import QE, W
 from .base import variance_floor
-from .isotropic import SharedVarianceFamily, truncated_free_energy
+from .isotropic import SharedVarianceFamily
 
 
 def kmeans_free_energy(n_clusters: int, n_features: int, sigma2: float) -> float:
@@ -33,7 +33,7 @@ class KMeansFamily(SharedVarianceFamily):
 
     def free_energy(self, stats, params, kernel, new):
         if new is None:
-            return truncated_free_energy(stats, kernel.sigma2), kernel.sigma2
+            return super().free_energy(stats, params, kernel, new)[0], kernel.sigma2
         C, D = new.means.shape
         sigma2 = float(new.covariances)
         return kmeans_free_energy(C, D, float(variance_floor(sigma2, new.means))), sigma2
