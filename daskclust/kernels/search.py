@@ -194,7 +194,7 @@ NEIGHBOURHOOD, SAMPLED = 0, 1
 
 @njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_cdf, row_len, n_draws,
-                    n_explore, key, collect, stats, scal, tsum, tcnt, source_row):
+                    n_explore, key, collect, stats, scal, tsum, tcnt, source_row, pair_stride=1, pair_phase=0):
     """Partial E-step: each point evaluates candidate clusters joined with its K(n), keeps the C' closest.
 
     Candidates (``mode``):
@@ -232,7 +232,11 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
         closer than ``thresholds[c_o]`` (the largest estimate in G_{c_o}: the
         mean distance of points of c_o to a farther centre exceeds it, so such
         a pair could not enter G_{c_o}). Deciding per pair, not per point, keeps
-        the recorded means unbiased. The triangle inequality
+        the recorded means unbiased. Pairs outside G_{c_o} come only from the rows r
+        (``source_row``) with (r + ``pair_phase``) % ``pair_stride`` == 0: a choice that does
+        not look at the row's values, so the means stay unbiased (the non-Euclidean families,
+        which cannot filter by the triangle inequality, record every 16th row's, the phase
+        advancing every iteration). The triangle inequality
         | ||y - mu_c~|| - ||y - mu_c_o|| | <= ||mu_c_o - mu_c~|| <= ||y - mu_c~|| + ||y - mu_c_o||
         settles most pairs from the two point distances already computed; only
         the others cost a centre-to-centre distance.
@@ -369,6 +373,8 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                 continue
             # ---- pair statistics of the strategy
             if mode == NEIGHBOURHOOD:
+                row = source_row[i] if source_row.shape[0] > 0 else i
+                outside = (row + pair_phase) % pair_stride == 0  # this row records pairs outside G_c
                 db = pair_value(params, bd)
                 thr = thresholds[bc]
                 for t in range(m):
@@ -385,7 +391,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                         tsum[bc, slot] += wi * d
                         tcnt[bc, slot] += wi
                         continue
-                    if d - db >= thr:  # centres at least d - db >= thr apart
+                    if not outside or d - db >= thr:  # centres at least d - db >= thr apart
                         continue
                     if d + db >= thr:  # undecided by the bounds: the centres' own distance
                         ndc += 1

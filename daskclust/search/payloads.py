@@ -67,13 +67,16 @@ class NeighbourhoodAcc:
 class NeighbourhoodPayload:
     """Candidates from the neighbourhoods G_c of K(n)'s clusters plus ``n_explore`` random ones
     (seed 000 Algs. 1-2). ``thresholds`` (estimated search) make the kernel record the pairs
-    that could enter a neighbourhood; the exhaustive search records nothing."""
+    that could enter a neighbourhood, those outside G_c from every ``pair_stride``-th row
+    (:func:`~daskclust.kernels.search.estep_truncated`); the exhaustive search records nothing."""
 
     init_sets: np.ndarray
     n_explore: int
     neighbours: np.ndarray
     thresholds: np.ndarray | None = None
     pairs_per_row: int = 0
+    pair_stride: int = 1
+    pair_phase: int = 0
 
     @property
     def collect(self) -> bool:
@@ -90,7 +93,8 @@ class NeighbourhoodPayload:
         thresholds = self.thresholds if self.collect else _NO_THRESHOLDS
         keys, sums, weights, rank = estep_truncated(
             chunk.X, chunk.w, params, K, NEIGHBOURHOOD, self.neighbours, thresholds, *_NO_ROWS, 0,
-            self.n_explore, key, self.collect, stats.arrays(), stats.scal, tsum, tcnt, _source_row(chunk))
+            self.n_explore, key, self.collect, stats.arrays(), stats.scal, tsum, tcnt, _source_row(chunk),
+            self.pair_stride, self.pair_phase)
         if self.collect:
             acc.pairs = acc.pairs.merge(PairStats(keys, sums, weights, rank, len(params.means), self.pairs_per_row,
                                                   False))
