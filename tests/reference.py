@@ -320,7 +320,9 @@ def gaussian_log_joint(X, weights, means, cov, cov_type):
     out = np.empty((N, len(means)))
     for c in range(len(means)):
         diff = X - means[c]
-        if cov_type == "spherical":
+        if cov_type == "isotropic":  # one variance shared by all components
+            maha, logdet = (diff ** 2).sum(1) / cov, D * np.log(cov)
+        elif cov_type == "spherical":
             maha, logdet = (diff ** 2).sum(1) / cov[c], D * np.log(cov[c])
         elif cov_type == "diag":
             maha, logdet = (diff ** 2 / cov[c]).sum(1), np.log(cov[c]).sum()
@@ -332,10 +334,11 @@ def gaussian_log_joint(X, weights, means, cov, cov_type):
     return out
 
 
-def gaussian_em_step(X, w, weights, means, cov, cov_type, reg):
+def gaussian_em_step(X, w, weights, means, cov, cov_type, reg, learn_weights=True):
     """One exact EM iteration of a weighted-data Gaussian mixture (responsibilities from all
-    components, then the M-step of Bishop 9.24-9.26 with reg added to the variances).
-    Returns (log-likelihood per point at the given parameters, new weights, means, covariances)."""
+    components, then the M-step of Bishop 9.24-9.26 with reg added to the variances; the weights
+    kept when not ``learn_weights``). Returns (log-likelihood per point at the given parameters,
+    new weights, means, covariances)."""
     lj = gaussian_log_joint(X, weights, means, cov, cov_type)
     m = lj.max(1, keepdims=True)
     lse = m[:, 0] + np.log(np.exp(lj - m).sum(1))
@@ -343,10 +346,13 @@ def gaussian_em_step(X, w, weights, means, cov, cov_type, reg):
     nk = R.sum(0)
     new_means = R.T @ X / nk[:, None]
     D = X.shape[1]
-    if cov_type == "full":
+    if cov_type == "isotropic":
+        sq = sum((R[:, c] * ((X - new_means[c]) ** 2).sum(1)).sum() for c in range(len(nk)))
+        new_cov = sq / (D * w.sum()) + reg
+    elif cov_type == "full":
         new_cov = np.stack([(R[:, c, None] * (X - new_means[c])).T @ (X - new_means[c]) / nk[c] + reg * np.eye(D)
                             for c in range(len(nk))])
     else:
         diag = np.stack([(R[:, c, None] * (X - new_means[c]) ** 2).sum(0) / nk[c] for c in range(len(nk))]) + reg
         new_cov = diag if cov_type == "diag" else diag.mean(1)
-    return float((w * lse).sum() / w.sum()), nk / nk.sum(), new_means, new_cov
+    return float((w * lse).sum() / w.sum()), nk / nk.sum() if learn_weights else weights, new_means, new_cov

@@ -134,9 +134,15 @@ def test_cli_round_trip(tmp_path, capsys, client):
     assert stored.shape == (480,) and stored[:].max() < 16
     assert main(["make-data", "blobs", str(tmp_path / "b.zarr"), "--samples", "500", "--features", "4",
                  "--clusters", "5"]) == 0
-    assert main(["fit", str(tmp_path / "b.zarr"), "--clusters", "5", "--algorithm", "gmm", "--output",
-                 str(tmp_path / "g.zarr"), "--quiet", "--scheduler", client.scheduler.address]) == 0
-    assert type(daskclust.load(tmp_path / "g.zarr")) is daskclust.GaussianMixture
+    assert main(["fit", str(tmp_path / "b.zarr"), "--clusters", "5", "--algorithm", "gmm", "--covariance-type",
+                 "full", "--output", str(tmp_path / "g.zarr"), "--quiet", "--scheduler", client.scheduler.address]) == 0
+    gmm = daskclust.load(tmp_path / "g.zarr")
+    assert type(gmm) is daskclust.GaussianMixture and gmm.covariances_.shape == (5, 4, 4)
+    capsys.readouterr()
+    assert main(["fit", str(tmp_path / "b.zarr"), "--clusters", "5", "--covariance-type", "full", "--output",
+                 str(tmp_path / "k.zarr"), "--quiet", "--scheduler", client.scheduler.address]) == 2
+    assert "--covariance-type needs --algorithm gmm" in capsys.readouterr().err
+    assert not (tmp_path / "k.zarr").exists()
 
 
 def test_fsspec_url_input(client_threads):

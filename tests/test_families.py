@@ -87,6 +87,40 @@ def test_exact_em_equals_numpy_reference_iteration_by_iteration(client, X, cov_t
     np.testing.assert_allclose([r["free_energy"] for r in model.history_], free_energies, rtol=1e-8)
 
 
+@pytest.mark.parametrize("cov_type, learn", [("isotropic", True), ("spherical", False), ("full", False)])
+def test_weights_learned_or_kept_on_request(client, X, cov_type, learn):
+    """isotropic with learned weights, the others with their initial weights kept: exact EM equals numpy."""
+    C, n_iter, reg = 5, 4, 1e-3
+    w = np.ones(len(X))
+    weights, means, cov = initial_parameters(X, C, "spherical" if cov_type == "isotropic" else cov_type)
+    if cov_type == "isotropic":
+        cov = np.asarray(3.0)
+    model = exact_model(cov_type, C, weights, means, cov, n_iter, reg).set_params(learn_weights=learn).fit(
+        X, client=client)
+    free_energies = []
+    for _ in range(n_iter + 1):
+        ll, new_weights, new_means, new_cov = gaussian_em_step(X, w, weights, means, cov, cov_type, reg, learn)
+        free_energies.append(ll)
+        if len(free_energies) <= n_iter:
+            weights, means, cov = new_weights, new_means, new_cov
+    np.testing.assert_allclose(model.weights_, weights, rtol=1e-8)
+    np.testing.assert_allclose(model.means_, means, rtol=1e-8)
+    np.testing.assert_allclose(model.sigma2_ if cov_type == "isotropic" else model.covariances_, cov, rtol=1e-8)
+    np.testing.assert_allclose([r["free_energy"] for r in model.history_], free_energies, rtol=1e-8)
+
+
+@pytest.mark.filterwarnings("ignore:only .* distinct clusters")  # a component may be dropped (weight 0)
+@pytest.mark.parametrize("search", SEARCHES)
+def test_isotropic_with_learned_weights_never_decreases(client, search):
+    X = mixture_data(seed=6, n=1200, C=12)
+    model = daskclust.GaussianMixture(12, covariance_type="isotropic", learn_weights=True, search=search,
+                                      n_truncated=2, n_neighbors=4, init="random", random_state=7, tol=0,
+                                      max_iter=12, chunk_rows=300).fit(X, client=client)
+    F = np.array([r["free_energy"] for r in model.history_])
+    assert np.all(np.diff(F) >= -1e-9 * np.abs(F[1:])), np.diff(F)
+    assert not np.allclose(model.weights_, 1 / 12)
+
+
 @pytest.mark.parametrize("cov_type", FAMILY_NAMES)
 @pytest.mark.parametrize("n_iter", [1, 10])
 def test_exact_em_matches_sklearn_from_the_same_initial_parameters(client, X, cov_type, n_iter):

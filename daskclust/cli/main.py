@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--array", default=None, help="array inside the zarr group (default: X)")
     fit.add_argument("--clusters", type=int, default=None, help="number of clusters C")
     fit.add_argument("--algorithm", choices=sorted(ALGORITHMS), default="kmeans")
+    fit.add_argument("--covariance-type", choices=("diag", "spherical", "full", "isotropic"), default=None,
+                     help="gmm: the mixture family (default diag)")
     fit.add_argument("--init", default="k-means||")
     fit.add_argument("--max-iter", type=int, default=None)
     fit.add_argument("--tol", type=float, default=1e-5)
@@ -158,6 +160,10 @@ def cmd_fit(args) -> int:
                       memory_budget=args.memory_budget, state=args.state, **runtime)
         if args.max_iter is not None:
             params["max_iter"] = args.max_iter
+        if args.covariance_type is not None:
+            if args.algorithm != "gmm":
+                raise InvalidParameterError("--covariance-type needs --algorithm gmm")
+            params["covariance_type"] = args.covariance_type
         model = make_estimator(ALGORITHMS[args.algorithm], n_clusters=args.clusters, **params)
         url, array = args.data, args.array
     inputs = [Location.parse(p) for p in (url, args.checkpoint, args.resume) if p]

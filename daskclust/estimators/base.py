@@ -109,7 +109,7 @@ COMMON_CONSTRAINTS = {
     "init": AnyValue(),
     "search": Options(("full", "exhaustive", "estimated", "sampled")),
     "n_neighbors": Interval(1, None, integer=True),
-    "n_explore": Interval(0, None, integer=True),
+    "n_explore": Interval(0, None, integer=True, allow_none=True),
     "n_init_esteps": Interval(0, None, integer=True),
     "n_samples": Interval(1, None, integer=True),
     "state": Options(("memory", "zarr")),
@@ -165,6 +165,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
 
     def _reg(self) -> float:
         return 0.0
+
+    def _n_explore(self) -> int:
+        """Clusters drawn uniformly per row and iteration besides the search's candidates."""
+        return self.n_explore
 
     def _init_centres(self):
         """The seeding method, or the initial centres."""
@@ -283,7 +287,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         C, n_keep = self._n_clusters(), self._n_keep()
         return make_search(
             self.search if n_keep < C else "full",  # every cluster kept: nothing to search
-            SearchConfig(C, n_keep, min(self.n_neighbors, C), self.n_explore, self.n_samples,
+            SearchConfig(C, n_keep, min(self.n_neighbors, C), self._n_explore(), self.n_samples,
                          metric=self._family().metric),
         )
 

@@ -10,6 +10,7 @@ looked up by name in :data:`daskclust.models.FAMILIES`.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,8 +112,18 @@ class Family:
     name = ""
     hard = False
     metric = False
+    learn_weights = True
+    """Whether the M-step learns the weights pi_c = S0[c] / W (else they stay as initialised)."""
     second: str = "trace"
     """Layout of S2 and of the covariances: "trace" (C,), "diag" (C, D) or "full" (C, D, D)."""
+
+    def with_weights(self, learned: bool) -> Family:
+        """This family with its weights learned or kept as initialised (equal)."""
+        if learned == self.learn_weights:
+            return self
+        family = copy.copy(self)
+        family.learn_weights = learned
+        return family
 
     def second_shape(self, n_features: int) -> tuple[int, ...]:
         return {"trace": (), "diag": (n_features,), "full": (n_features, n_features)}[self.second]

@@ -44,14 +44,17 @@ class WeightedFamily(Family):
         has_mass = stats.S0 > 0
         cov = params.covariances.copy()
         cov[has_mass] = self.covariances(stats, shift, reg, has_mass)
-        return Params(means, stats.S0 / stats.S0.sum(), cov)
+        weights = stats.S0 / stats.S0.sum() if self.learn_weights else params.weights
+        return Params(means, weights, cov)
 
     def covariances(self, stats: SuffStats, shift: np.ndarray, reg: float, has_mass: np.ndarray) -> np.ndarray:
-        """The new covariances of the components with mass (the M-step above), floored."""
+        """The new covariances of the components with mass (the M-step above); the kernels floor them
+        (:func:`~.base.variance_floor`) where a variance reaches 0 (duplicate rows, ``reg_covar=0``)."""
         raise NotImplementedError
 
     def n_parameters(self, n_clusters, n_features):
-        return n_clusters * n_features + n_clusters - 1 + n_clusters * self.covariance_parameters(n_features)
+        weights = n_clusters - 1 if self.learn_weights else 0
+        return n_clusters * n_features + weights + n_clusters * self.covariance_parameters(n_features)
 
     def covariance_parameters(self, n_features: int) -> int:
         raise NotImplementedError

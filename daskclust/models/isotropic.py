@@ -16,6 +16,7 @@ from numba.extending import overload
 from ..kernels import family as kernel
 from ..kernels.estep import W, sqdist
 from .base import Family, Params, SuffStats, updated_means, variance_floor
+from .gaussian import log_weights
 
 MeanParams = namedtuple("MeanParams", ["means", "sigma2"])
 """The kernels' parameters of the mean families (k-means, isotropic): (C, D) float64 means and the
@@ -67,6 +68,55 @@ def _mean_add_point(x, wq, c, value, params, stats):
     return None
 
 
+WeightedMeanParams = namedtuple("WeightedMeanParams", ["means", "sigma2", "shift"])
+"""The isotropic mixture with learned weights: cost = ||x - mu_c||^2 + shift[c], shift[c] = -2 sigma^2 log pi_c
+(+inf for a dropped component), scale = sigma^2. Not a distance: the estimated search records its cost."""
+
+
+def _is_weighted_mean_params(params) -> bool:
+    return isinstance(params, types.BaseNamedTuple) and params.instance_class is WeightedMeanParams
+
+
+@overload(kernel.cost, inline="always")
+def _weighted_cost(x, c, params):
+    if _is_weighted_mean_params(params):
+        return lambda x, c, params: sqdist(x, params.means[c]) + params.shift[c]
+    return None
+
+
+@overload(kernel.scale, inline="always")
+def _weighted_scale(params):
+    if _is_weighted_mean_params(params):
+        return lambda params: params.sigma2
+    return None
+
+
+@overload(kernel.euclid, inline="always")
+def _weighted_euclid(x, c, params, value):
+    if _is_weighted_mean_params(params):
+        return lambda x, c, params, value: sqdist(x, params.means[c])
+    return None
+
+
+@overload(kernel.pair_value, inline="always")
+def _weighted_pair_value(params, value):
+    if _is_weighted_mean_params(params):
+        return lambda params, value: value
+    return None
+
+
+@overload(kernel.add_point, inline="always")
+def _weighted_add_point(x, wq, c, value, params, stats):
+    if _is_weighted_mean_params(params):
+        def impl(x, wq, c, value, params, stats):
+            stats[0][c] += wq
+            for j in range(x.shape[0]):
+                stats[1][c, j] += wq * x[j]
+            stats[2][c] += wq * sqdist(x, params.means[c])
+        return impl
+    return None
+
+
 def shared_variance_m_step(stats: SuffStats, params: Params, reg: float) -> Params:
     """Truncated M-step of the means and the shared variance (seed 000 Eq. 4 with the q of Eq. 5).
 
@@ -87,6 +137,7 @@ class SharedVarianceFamily(Family):
     """What k-means and the isotropic mixture share: equal weights, one variance, Euclidean cost."""
 
     metric = True
+    learn_weights = False
 
     def covariance_shape(self, n_clusters, n_features):
         return ()
@@ -111,9 +162,36 @@ class SharedVarianceFamily(Family):
 
 class IsotropicFamily(SharedVarianceFamily):
     """var-GMM (seed 000): soft responsibilities over the C' clusters of K(n); the free energy
-    is Eq. 7 of seed 004 at the E-step's parameters, the log-likelihood when C' = C."""
+    is Eq. 7 of seed 004 at the E-step's parameters, the log-likelihood when C' = C.
+
+    Equal weights as in seed 000 unless ``with_weights(True)``: then pi_c = S0[c] / W and the
+    kernels take :class:`WeightedMeanParams` (cost ||y - mu_c||^2 - 2 sigma^2 log pi_c).
+    """
 
     name = "isotropic"
+    learn_weights = False
+
+    @property
+    def metric(self) -> bool:
+        return not self.learn_weights
+
+    def kernel_params(self, params):
+        if not self.learn_weights:
+            return super().kernel_params(params)
+        sigma2 = float(variance_floor(float(params.covariances), params.means))
+        return WeightedMeanParams(params.means, sigma2, -2.0 * sigma2 * log_weights(params.weights))
+
+    def m_step(self, stats, params, reg):
+        new = shared_variance_m_step(stats, params, reg)
+        return new.replace(weights=stats.S0 / stats.S0.sum()) if self.learn_weights else new
+
+    def log_norm(self, kernel, n_features):
+        if not self.learn_weights:
+            return super().log_norm(kernel, n_features)
+        return -0.5 * n_features * math.log(2 * math.pi * kernel.sigma2)  # log pi_c is in the cost
+
+    def n_parameters(self, n_clusters, n_features):
+        return super().n_parameters(n_clusters, n_features) + (n_clusters - 1 if self.learn_weights else 0)
 
     def free_energy(self, stats, params, kernel, new):
         """Eq. 7 of seed 004 at the E-step's (floored) sigma^2, which the history reports."""
