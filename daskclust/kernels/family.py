@@ -25,10 +25,11 @@ inlined into the loop (measured: as fast as the hand-written kernel).
     -- the negative log-joint -- for the others.
 
 The stubs below only name the functions; calling them outside numba is an error.
-A family registers its overloads with ``inline="always"`` (inlined into the kernel's
-IR; without it the calls stayed out of line and the truncated E-step took 1.5x as
-long) and indexes its statistics tuple (``stats[0][c] += ...``): a tuple unpacked
-inside an inlined overload lost one of its updates (numba 0.68).
+A family registers its implementations with :func:`daskclust.models.overloads.register`,
+as overloads with ``inline="always"`` (inlined into the kernel's IR; without it the calls
+stayed out of line and the truncated E-step took 1.5x as long); its ``add_point`` indexes
+the statistics tuple (``stats[0][c] += ...``): a tuple unpacked inside an inlined overload
+lost one of its updates (numba 0.68).
 
 numba's on-disk cache keys a kernel on its own source file only: after editing a
 family's overloads, delete the kernels' cache (``__pycache__/*.nbi``, ``*.nbc``) or

@@ -11,70 +11,34 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
-from numba.core import types
-from numba.extending import overload
-
-from ..kernels import family as kernel
-from ..kernels.estep import sqdist
 from .base import variance_floor
 from .gaussian import WeightedFamily, log_weights
+from .overloads import register
 
 DiagParams = namedtuple("DiagParams", ["means", "prec", "const"])
 """(C, D) means, (C, D) precisions 1 / sigma_cj^2 and (C,) sum_j log sigma_cj^2 - 2 log pi_c."""
 
 
-def _is_diag(params) -> bool:
-    return isinstance(params, types.BaseNamedTuple) and params.instance_class is DiagParams
-
-
-@overload(kernel.cost, inline="always")
 def _cost(x, c, params):
-    if _is_diag(params):
-        def impl(x, c, params):
-            mu = params.means[c]
-            prec = params.prec[c]
-            s = 0.0
-            for j in range(x.shape[0]):
-                t = float(x[j]) - mu[j]
-                s += t * t * prec[j]
-            return s + params.const[c]
-        return impl
-    return None
+    mu = params.means[c]
+    prec = params.prec[c]
+    s = 0.0
+    for j in range(x.shape[0]):
+        t = float(x[j]) - mu[j]
+        s += t * t * prec[j]
+    return s + params.const[c]
 
 
-@overload(kernel.scale, inline="always")
-def _scale(params):
-    if _is_diag(params):
-        return lambda params: 1.0
-    return None
-
-
-@overload(kernel.euclid, inline="always")
-def _euclid(x, c, params, value):
-    if _is_diag(params):
-        return lambda x, c, params, value: sqdist(x, params.means[c])
-    return None
-
-
-@overload(kernel.pair_value, inline="always")
-def _pair_value(params, value):
-    if _is_diag(params):
-        return lambda params, value: value
-    return None
-
-
-@overload(kernel.add_point, inline="always")
 def _add_point(x, wq, c, value, params, stats):
-    if _is_diag(params):
-        def impl(x, wq, c, value, params, stats):
-            stats[0][c] += wq
-            mu = params.means[c]
-            for j in range(x.shape[0]):
-                stats[1][c, j] += wq * x[j]
-                t = float(x[j]) - mu[j]
-                stats[2][c, j] += wq * t * t
-        return impl
-    return None
+    stats[0][c] += wq
+    mu = params.means[c]
+    for j in range(x.shape[0]):
+        stats[1][c, j] += wq * x[j]
+        t = float(x[j]) - mu[j]
+        stats[2][c, j] += wq * t * t
+
+
+register(DiagParams, cost=_cost, add_point=_add_point)
 
 
 class DiagFamily(WeightedFamily):

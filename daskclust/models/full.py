@@ -14,73 +14,37 @@ from collections import namedtuple
 
 import numpy as np
 from numba import njit
-from numba.core import types
-from numba.extending import overload
-
-from ..kernels import family as kernel
-from ..kernels.estep import sqdist
 from .gaussian import WeightedFamily, ill_defined, log_weights
+from .overloads import register
 
 FullParams = namedtuple("FullParams", ["means", "chol_inv", "const"])
 """(C, D) means, (C, D, D) M_c = L_c^-1 (lower triangular) and (C,) log det Sigma_c - 2 log pi_c."""
 
 
-def _is_full(params) -> bool:
-    return isinstance(params, types.BaseNamedTuple) and params.instance_class is FullParams
-
-
-@overload(kernel.cost, inline="always")
 def _cost(x, c, params):
-    if _is_full(params):
-        def impl(x, c, params):
-            mu = params.means[c]
-            M = params.chol_inv[c]
-            s = 0.0
-            for k in range(x.shape[0]):
-                z = 0.0
-                for j in range(k + 1):
-                    z += M[k, j] * (float(x[j]) - mu[j])
-                s += z * z
-            return s + params.const[c]
-        return impl
-    return None
+    mu = params.means[c]
+    M = params.chol_inv[c]
+    s = 0.0
+    for k in range(x.shape[0]):
+        z = 0.0
+        for j in range(k + 1):
+            z += M[k, j] * (float(x[j]) - mu[j])
+        s += z * z
+    return s + params.const[c]
 
 
-@overload(kernel.scale, inline="always")
-def _scale(params):
-    if _is_full(params):
-        return lambda params: 1.0
-    return None
-
-
-@overload(kernel.euclid, inline="always")
-def _euclid(x, c, params, value):
-    if _is_full(params):
-        return lambda x, c, params, value: sqdist(x, params.means[c])
-    return None
-
-
-@overload(kernel.pair_value, inline="always")
-def _pair_value(params, value):
-    if _is_full(params):
-        return lambda params, value: value
-    return None
-
-
-@overload(kernel.add_point, inline="always")
 def _add_point(x, wq, c, value, params, stats):
-    if _is_full(params):
-        def impl(x, wq, c, value, params, stats):
-            stats[0][c] += wq
-            mu = params.means[c]
-            S2 = stats[2][c]
-            for j in range(x.shape[0]):
-                stats[1][c, j] += wq * x[j]
-                tj = wq * (float(x[j]) - mu[j])
-                for k in range(j, x.shape[0]):
-                    S2[j, k] += tj * (float(x[k]) - mu[k])
-        return impl
-    return None
+    stats[0][c] += wq
+    mu = params.means[c]
+    S2 = stats[2][c]
+    for j in range(x.shape[0]):
+        stats[1][c, j] += wq * x[j]
+        tj = wq * (float(x[j]) - mu[j])
+        for k in range(j, x.shape[0]):
+            S2[j, k] += tj * (float(x[k]) - mu[k])
+
+
+register(FullParams, cost=_cost, add_point=_add_point)
 
 
 @njit(cache=True)

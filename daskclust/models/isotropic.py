@@ -10,111 +10,34 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba.core import types
-from numba.extending import overload
-
-from ..kernels import family as kernel
 from ..kernels.estep import W, sqdist
 from .base import Family, Params, SuffStats, updated_means, variance_floor
 from .gaussian import log_weights
+from .overloads import add_point_trace, register
 
 MeanParams = namedtuple("MeanParams", ["means", "sigma2"])
 """The kernels' parameters of the mean families (k-means, isotropic): (C, D) float64 means and the
 floored shared variance. cost = ||x - mu_c||^2, scale = sigma^2 (seed 000 Eq. 5)."""
 
 
-def _is_mean_params(params) -> bool:
-    return isinstance(params, types.BaseNamedTuple) and params.instance_class is MeanParams
-
-
-@overload(kernel.cost, inline="always")
-def _mean_cost(x, c, params):
-    if _is_mean_params(params):
-        return lambda x, c, params: sqdist(x, params.means[c])
-    return None
-
-
-@overload(kernel.scale, inline="always")
-def _mean_scale(params):
-    if _is_mean_params(params):
-        return lambda params: params.sigma2
-    return None
-
-
-@overload(kernel.euclid, inline="always")
-def _mean_euclid(x, c, params, value):
-    if _is_mean_params(params):
-        return lambda x, c, params, value: value
-    return None
-
-
-@overload(kernel.pair_value, inline="always")
-def _mean_pair_value(params, value):
-    if _is_mean_params(params):
-        return lambda params, value: np.sqrt(value)  # seed 000 Eq. 8 averages distances
-    return None
-
-
-@overload(kernel.add_point, inline="always")
 def _mean_add_point(x, wq, c, value, params, stats):
-    """S0[c] += wq, S1[c] += wq x, S2[c] += wq ||x - mu_c||^2 (see :class:`~.base.SuffStats`)."""
-    if _is_mean_params(params):
-        def impl(x, wq, c, value, params, stats):
-            stats[0][c] += wq  # no tuple unpacking: numba's IR inlining then dropped the S2 update
-            for j in range(x.shape[0]):
-                stats[1][c, j] += wq * x[j]
-            stats[2][c] += wq * value
-        return impl
-    return None
+    """S2 gets the cost itself, ||x - mu_c||^2."""
+    stats[0][c] += wq
+    for j in range(x.shape[0]):
+        stats[1][c, j] += wq * x[j]
+    stats[2][c] += wq * value
 
+
+register(MeanParams, cost=lambda x, c, params: sqdist(x, params.means[c]), add_point=_mean_add_point,
+         scale=lambda params: params.sigma2, euclid=lambda x, c, params, value: value,
+         pair_value=lambda params, value: np.sqrt(value))  # seed 000 Eq. 8 averages distances
 
 WeightedMeanParams = namedtuple("WeightedMeanParams", ["means", "sigma2", "shift"])
 """The isotropic mixture with learned weights: cost = ||x - mu_c||^2 + shift[c], shift[c] = -2 sigma^2 log pi_c
 (+inf for a dropped component), scale = sigma^2. Not a distance: the estimated search records its cost."""
 
-
-def _is_weighted_mean_params(params) -> bool:
-    return isinstance(params, types.BaseNamedTuple) and params.instance_class is WeightedMeanParams
-
-
-@overload(kernel.cost, inline="always")
-def _weighted_cost(x, c, params):
-    if _is_weighted_mean_params(params):
-        return lambda x, c, params: sqdist(x, params.means[c]) + params.shift[c]
-    return None
-
-
-@overload(kernel.scale, inline="always")
-def _weighted_scale(params):
-    if _is_weighted_mean_params(params):
-        return lambda params: params.sigma2
-    return None
-
-
-@overload(kernel.euclid, inline="always")
-def _weighted_euclid(x, c, params, value):
-    if _is_weighted_mean_params(params):
-        return lambda x, c, params, value: sqdist(x, params.means[c])
-    return None
-
-
-@overload(kernel.pair_value, inline="always")
-def _weighted_pair_value(params, value):
-    if _is_weighted_mean_params(params):
-        return lambda params, value: value
-    return None
-
-
-@overload(kernel.add_point, inline="always")
-def _weighted_add_point(x, wq, c, value, params, stats):
-    if _is_weighted_mean_params(params):
-        def impl(x, wq, c, value, params, stats):
-            stats[0][c] += wq
-            for j in range(x.shape[0]):
-                stats[1][c, j] += wq * x[j]
-            stats[2][c] += wq * sqdist(x, params.means[c])
-        return impl
-    return None
+register(WeightedMeanParams, cost=lambda x, c, params: sqdist(x, params.means[c]) + params.shift[c],
+         add_point=add_point_trace, scale=lambda params: params.sigma2)
 
 
 def shared_variance_m_step(stats: SuffStats, params: Params, reg: float) -> Params:

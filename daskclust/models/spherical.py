@@ -10,60 +10,17 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
-from numba.core import types
-from numba.extending import overload
-
-from ..kernels import family as kernel
 from ..kernels.estep import sqdist
 from .base import variance_floor
 from .gaussian import WeightedFamily, log_weights
+from .overloads import add_point_trace, register
 
 SphericalParams = namedtuple("SphericalParams", ["means", "inv_var", "const"])
 """(C, D) means, (C,) 1 / sigma_c^2 and (C,) D log sigma_c^2 - 2 log pi_c."""
 
 
-def _is_spherical(params) -> bool:
-    return isinstance(params, types.BaseNamedTuple) and params.instance_class is SphericalParams
-
-
-@overload(kernel.cost, inline="always")
-def _cost(x, c, params):
-    if _is_spherical(params):
-        return lambda x, c, params: sqdist(x, params.means[c]) * params.inv_var[c] + params.const[c]
-    return None
-
-
-@overload(kernel.scale, inline="always")
-def _scale(params):
-    if _is_spherical(params):
-        return lambda params: 1.0
-    return None
-
-
-@overload(kernel.euclid, inline="always")
-def _euclid(x, c, params, value):
-    if _is_spherical(params):
-        return lambda x, c, params, value: sqdist(x, params.means[c])
-    return None
-
-
-@overload(kernel.pair_value, inline="always")
-def _pair_value(params, value):
-    if _is_spherical(params):
-        return lambda params, value: value
-    return None
-
-
-@overload(kernel.add_point, inline="always")
-def _add_point(x, wq, c, value, params, stats):
-    if _is_spherical(params):
-        def impl(x, wq, c, value, params, stats):
-            stats[0][c] += wq
-            for j in range(x.shape[0]):
-                stats[1][c, j] += wq * x[j]
-            stats[2][c] += wq * sqdist(x, params.means[c])
-        return impl
-    return None
+register(SphericalParams, cost=lambda x, c, params: sqdist(x, params.means[c]) * params.inv_var[c] + params.const[c],
+         add_point=add_point_trace)
 
 
 class SphericalFamily(WeightedFamily):
