@@ -214,11 +214,11 @@ def explain_kmeans(case: Case, diag: dict) -> str:
 
 
 def explain_gmm(cases: list[Case], diags: list[dict]) -> str:
-    """Why GaussianMixture() missed rows, every figure from this run."""
+    """Why GaussianMixture(isotropic) missed rows, every figure from this run."""
     recovered = [d["gmm_lloyd"] <= target(c.C) for c, d in zip(cases, diags)]
     spacing = [d["gmm_spacing"] for d in diags]
     listed = ", ".join(f"{c.name} C = {c.C} {c.gmm_ratio:.4f} -> {d['gmm_lloyd']:.4f}" for c, d in zip(cases, diags))
-    return (f"GaussianMixture() misses {len(cases)} rows, {sum(c.C > c.n_classes for c in cases)} of them with C "
+    return (f"GaussianMixture(isotropic) misses {len(cases)} rows, {sum(c.C > c.n_classes for c in cases)} of them with C "
             f"above the number of classes; Lloyd to convergence started from its means ends within the target on "
             f"{sum(recovered)} of them (mixture -> after Lloyd: {listed}), and on {sum(x < 1 for x in spacing)} its "
             f"means lie closer together than KMeans()'s centres (median distance to the nearest other mean "
@@ -231,8 +231,8 @@ def run(client, root: str | os.PathLike | None = None, seeds=SEEDS, names=None, 
     root = data_dir(root)
     table = Table(
         "Quality on real data: daskclust defaults against scikit-learn KMeans (mean of 5 seeds)",
-        ["set", "N", "D", "C", "scikit-learn QE", "KMeans() / sk", "GaussianMixture() / sk", "sk s",
-         "KMeans() s", "GaussianMixture() s", "target", "result"],
+        ["set", "N", "D", "C", "scikit-learn QE", "KMeans() / sk", "GaussianMixture(isotropic) / sk", "sk s",
+         "KMeans() s", "GaussianMixture(isotropic) s", "target", "result"],
     )
     if not root.is_dir():
         table.rows.append([f"skipped: no data directory {root} (set ${DATA_ENV})"] + [""] * 11)
@@ -295,7 +295,7 @@ def prose(cases: list[Case], client, seeds) -> list[str]:
                          ("the larger C", [c for c in cases if c.C > c.n_classes])):
         if group:
             excess = [c.gmm_ratio - c.km_ratio for c in group]
-            paragraphs[0] += (f" GaussianMixture() meets it on {sum(c.gmm_ratio <= target(c.C) for c in group)} of "
+            paragraphs[0] += (f" GaussianMixture(isotropic) meets it on {sum(c.gmm_ratio <= target(c.C) for c in group)} of "
                               f"{len(group)} rows with {label}, its ratio exceeding KMeans()'s by {np.mean(excess):+.4f} "
                               f"on average there (at most {max(excess):+.4f}).")
     km_missed = [c for c in cases if c.km_ratio > target(c.C)]
