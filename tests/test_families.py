@@ -14,7 +14,8 @@ from sklearn.mixture import GaussianMixture as SKGaussianMixture
 
 import daskclust
 from daskclust import checkpoint
-from daskclust.errors import ConvergenceError, ConvergenceWarning, InvalidDataError, InvalidParameterError
+from daskclust.errors import (ConvergenceError, ConvergenceWarning, InvalidDataError, InvalidParameterError,
+                              OutputRefusedError)
 from daskclust.models import FAMILIES
 from reference import gaussian_em_step
 from test_resilience import Interrupt, interrupt_at
@@ -191,6 +192,9 @@ def test_save_and_load_keep_the_model(client, tmp_path, X, cov_type):
     model.save(tmp_path / "m.zarr")
     loaded = daskclust.load(tmp_path / "m.zarr")
     assert_same_mixture(model, loaded)
+    assert loaded.lower_bound_ == model.lower_bound_
+    with pytest.raises(OutputRefusedError):  # labels inside the model's store: refused, as for KMeans
+        loaded.predict(X, output=tmp_path / "m.zarr" / "labels.zarr", inputs=[tmp_path / "m.zarr"])
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
 
 

@@ -7,6 +7,7 @@ import scipy.sparse
 from sklearn.base import ClusterMixin, DensityMixin
 
 from ..errors import ConvergenceError, InvalidParameterError
+from ..io import Location
 from ..models import FAMILIES, Family, Params
 from ..models.full import cholesky, lower_inverse, precisions_cholesky
 from .apply import apply_rows
@@ -182,9 +183,11 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         cov = np.asarray(self.sigma2_) if self.covariance_type == "isotropic" else self.covariances_
         return Params(self.centres_, self.weights_, cov)
 
-    def _set_fitted(self, result, *args) -> None:
-        super()._set_fitted(result, *args)
-        self.lower_bound_ = float(result.history[-1]["free_energy"])
+    @property
+    def lower_bound_(self) -> float:
+        """Free energy per point of the last E-step (a fitted or loaded model's history)."""
+        self._check_fitted()
+        return float(self.history_[-1]["free_energy"])
 
     @property
     def means_(self) -> np.ndarray:
@@ -202,7 +205,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         "isotropic"). Outputs as :meth:`KMeans.predict <daskclust.KMeans.predict>`."""
         index = self._index()
         return self._apply(X, lambda block: index.top(block, 1)[0][:, 0], None, np.int32, output,
-                           storage_options, "labels", overwrite)
+                           storage_options, "labels", overwrite, inputs)
 
     def predict_proba(self, X, *, n_truncated=None, dense=False):
         """Responsibilities of each row's C' most responsible components (the fit's truncated posterior).
@@ -284,9 +287,10 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
             z = z * np.sqrt(cov[labels])[:, None]
         return self.centres_[labels] + z, labels
 
-    def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite):
-        return apply_rows(X, self.n_features_in_, fn, owner=type(self).__name__, width=width, dtype=dtype, output=output,
-                          storage_options=storage_options, kind=kind, overwrite=overwrite)
+    def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite, inputs=()):
+        return apply_rows(X, self.n_features_in_, fn, owner=type(self).__name__, width=width, dtype=dtype,
+                          output=output, storage_options=storage_options, kind=kind, overwrite=overwrite,
+                          inputs=[Location.parse(p) for p in inputs])
 
 
 def covariances_from_precisions(precisions, family: Family, n_components: int, n_features: int) -> np.ndarray:
