@@ -43,6 +43,10 @@ STREAM_AFKMC2_SPLIT = 31
 """AFK-MC2: the multinomial split of the proposal draws over the chunks (driver)."""
 STREAM_AFKMC2_CHAINS = 32
 """AFK-MC2: the Markov chains' acceptance draws (driver)."""
+STREAM_CORESET_SPLIT = 51
+"""Lightweight coreset: the multinomial split of the m draws over the chunks (driver)."""
+STREAM_CORESET_ROWS = 52
+"""Lightweight coreset: the rows drawn inside each chunk."""
 STREAM_ESTEP = 41
 """E-step: exploratory and sampled candidates, per iteration and chunk."""
 STREAM_BALL_INDEX = 71

@@ -1,0 +1,164 @@
+"""Lightweight coresets (seed 003, after Bachem, Lucic and Krause): two passes, m rows with weights.
+
+With input weights w (1 when unweighted), W = sum_x w(x), the weighted mean mu (pass 1) and
+d(x) = ||x - mu||, every row gets the sampling probability
+
+    q(x) = w(x) / (2 W) + w(x) d(x)^2 / (2 sum_x' w(x') d(x')^2)
+
+(pass 2 sums q per chunk), the driver splits the m draws over the chunks with one multinomial
+of the chunks' masses, and each chunk draws its share of rows with replacement in proportion to
+q, each drawn row weighing w(x) / (m q(x)). Sums over the coreset are then unbiased estimates of
+the weighted sums over the data (E sum_coreset v = sum_x w(x) v(x)). Every draw comes from a
+stream keyed by the seed and the chunk, made in the rows' source order: the coreset does not
+depend on the number of workers. Weighted input works, so a coreset of a coreset does too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data import as_chunked_data
+from ..engine.cluster import connect
+from ..engine.engine import Engine
+from ..engine.ops import Chunk, concat_rows
+from ..errors import InvalidDataError, InvalidParameterError
+from ..kernels.rng import stream_key
+from ..names import STREAM_CORESET_ROWS, STREAM_CORESET_SPLIT
+from ..seeding.ops import chunk_weights
+
+
+@dataclass
+class MomentsOp:
+    """Pass 1: per chunk, (W_k, sum_{x in k} w(x) x), in a (n_chunks, D + 1) array. Kept per chunk
+    and summed on the driver in chunk order, so the mean is the same bits whatever the merge tree."""
+
+    n_features: int
+    n_chunks: int
+
+    def new_acc(self) -> np.ndarray:
+        return np.zeros((self.n_chunks, self.n_features + 1))
+
+    def run(self, chunk: Chunk, acc: np.ndarray) -> None:
+        w = chunk_weights(chunk)
+        acc[chunk.index, 0] += w.sum()
+        acc[chunk.index, 1:] += w @ np.asarray(chunk.X, dtype=np.float64)
+
+    @staticmethod
+    def merge(a, b):
+        a += b
+        return a
+
+
+def squared_distances(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    diff = np.asarray(X, dtype=np.float64) - mean
+    return np.einsum("nd,nd->n", diff, diff)
+
+
+@dataclass
+class MassOp:
+    """Pass 2: per chunk, (W_k, S_k = sum_{x in k} w(x) d(x)^2), in a (n_chunks, 2) array (summed on the
+    driver in chunk order, like :class:`MomentsOp`)."""
+
+    mean: np.ndarray
+    n_chunks: int
+
+    def new_acc(self) -> np.ndarray:
+        return np.zeros((self.n_chunks, 2))
+
+    def run(self, chunk: Chunk, acc: np.ndarray) -> None:
+        w = chunk_weights(chunk)
+        acc[chunk.index, 0] += w.sum()
+        acc[chunk.index, 1] += w @ squared_distances(chunk.X, self.mean)
+
+    @staticmethod
+    def merge(a, b):
+        a += b
+        return a
+
+
+@dataclass
+class DrawOp:
+    """Pass 3 (on the chunks' rows, no statistics pass): each chunk draws ``counts[k]`` rows with
+    replacement in proportion to q, in source order, and returns them with their weights."""
+
+    mean: np.ndarray
+    total_weight: float
+    total_sq: float
+    counts: np.ndarray
+    size: int
+    seed: int
+
+    def new_acc(self) -> dict:
+        D = len(self.mean)
+        return {"row": np.zeros(0, dtype=np.int64), "draw": np.zeros(0, dtype=np.int64),
+                "X": np.zeros((0, D)), "w": np.zeros(0)}
+
+    def q(self, chunk: Chunk) -> np.ndarray:
+        w = chunk_weights(chunk)
+        d2 = squared_distances(chunk.X, self.mean)
+        spread = w * d2 / (2.0 * self.total_sq) if self.total_sq > 0 else w / (2.0 * self.total_weight)
+        return w / (2.0 * self.total_weight) + spread
+
+    def run(self, chunk: Chunk, acc: dict) -> None:
+        n_draws = int(self.counts[chunk.index])
+        if n_draws == 0:
+            return
+        order = np.argsort(chunk.source_rows(np.arange(chunk.n_rows)), kind="stable")  # source order
+        q = self.q(chunk)[order]
+        cdf = np.cumsum(q)
+        rng = np.random.default_rng(stream_key(self.seed, STREAM_CORESET_ROWS, chunk.index))
+        picks = np.minimum(np.searchsorted(cdf, rng.random(n_draws) * cdf[-1], side="right"), len(q) - 1)
+        local = order[picks]
+        weights = chunk_weights(chunk)[local] / (self.size * q[picks])
+        part = {"row": chunk.source_rows(local), "draw": np.arange(n_draws, dtype=np.int64),
+                "X": np.asarray(chunk.X[local], dtype=np.float64), "w": weights}
+        merged = concat_rows(acc, part, "row") if len(acc["row"]) else part
+        acc.update(merged)
+
+    @staticmethod
+    def merge(a, b):
+        if not len(a["row"]):
+            return b
+        if not len(b["row"]):
+            return a
+        return concat_rows(a, b, "row")
+
+
+class LightweightCoreset:
+    """A lightweight coreset of ``size`` weighted rows (seed 003; see the module docstring).
+
+    Parameters
+    ----------
+    size : int
+        m, rows drawn (with replacement: a row may appear more than once).
+    random_state : int, default=0
+        Seed of the draws (keyed by chunk: the result does not depend on the workers).
+
+    ``fit_transform(X, sample_weight=None, client=None)`` returns ``(rows (m, D) float64,
+    weights (m,))``, rows in their source order.
+    """
+
+    def __init__(self, size: int, *, random_state: int = 0):
+        self.size = size
+        self.random_state = random_state
+
+    def fit_transform(self, X, sample_weight=None, *, client=None, chunk_rows=None):
+        if isinstance(self.size, bool) or not isinstance(self.size, (int, np.integer)) or self.size < 1:
+            raise InvalidParameterError(f"size must be a positive integer, got {self.size!r}")
+        data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, min_samples=1)
+        with connect(client, None) as cl, Engine(data, cl) as engine:
+            moments = engine.map_reduce(MomentsOp(data.n_features, data.n_chunks)).sum(axis=0)
+            W = float(moments[0])
+            if W <= 0:
+                raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
+            mean = moments[1:] / W
+            masses = engine.map_reduce(MassOp(mean, data.n_chunks))
+            S = float(masses[:, 1].sum())
+            chunk_mass = masses[:, 0] / (2 * W) + (masses[:, 1] / (2 * S) if S > 0 else masses[:, 0] / (2 * W))
+            rng = np.random.default_rng(stream_key(self.random_state, STREAM_CORESET_SPLIT))
+            counts = rng.multinomial(self.size, chunk_mass / chunk_mass.sum())
+            drawn = engine.map_reduce(DrawOp(mean, W, S, counts, self.size, self.random_state))
+        order = np.lexsort((drawn["draw"], drawn["row"]))
+        return drawn["X"][order], drawn["w"][order]
