@@ -8,14 +8,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..seeding.ops import NearestIndex, pruning_test
+from ..seeding.ops import NearestIndex
 
 ROWS = 32768
 
 
 def exact_qe(X: np.ndarray, centres: np.ndarray) -> float:
     """sum_n min_c ||x_n - mu_c||^2 over all centres (exact search, row blocks on threads)."""
-    index = NearestIndex(centres, dense=pruning_test(centres)[0])
+    index = NearestIndex.probed(centres)
     X = np.ascontiguousarray(X)
 
     def block(start):

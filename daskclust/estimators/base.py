@@ -32,7 +32,7 @@ from ..io import Location, check_target, check_workers_see, mark, remove_store, 
 from ..models import Family, Params
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
-from ..seeding.ops import NearestIndex, pruning_test
+from ..seeding.ops import NearestIndex
 from .apply import apply_rows
 from .params import AnyValue, Interval, Options, ParamsMixin, RandomStateLike
 from .progress import Progress
@@ -405,14 +405,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         the same job it must not overlap either (e.g. the model's).
         """
         self._check_fitted()
-        index = NearestIndex(self.centres_, dense=pruning_test(self.centres_)[0])
-
-        def labels(block):
-            out = np.zeros(block.shape[0], dtype=np.int32)
-            index.search(block, np.full(block.shape[0], np.inf), out)
-            return out
-
-        return apply_rows(X, self.n_features_in_, labels, owner=type(self).__name__, width=None, dtype=np.int32,
+        index = NearestIndex.probed(self.centres_)
+        return apply_rows(X, self.n_features_in_, lambda block: index.nearest(block)[0], owner=type(self).__name__, width=None, dtype=np.int32,
                           output=output, storage_options=storage_options, kind="labels", overwrite=overwrite,
                           inputs=[Location.parse(p) for p in inputs])
 

@@ -8,7 +8,7 @@ import numpy as np
 from ..kernels.infer import top_components
 from ..models import Family, Params
 from ..search.neighbours import exact_neighbours
-from ..seeding.ops import NearestIndex, pruning_test
+from ..seeding.ops import NearestIndex
 
 
 class MixtureIndex:
@@ -31,16 +31,14 @@ class MixtureIndex:
             self.table = np.zeros((C, 0), dtype=np.int32)
         else:
             self.table = exact_neighbours(params.means, n_candidates)[0]
-            self.index = NearestIndex(params.means, dense=pruning_test(params.means)[0])
+            self.index = NearestIndex.probed(params.means)
 
     def top(self, X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(indices (n, k) int32, responsibilities (n, k), log-likelihood bound (n,)) of a block;
         the bound is log sum over the evaluated components of pi_c N(y; mu_c, Sigma_c), the
         log-likelihood when exact."""
         n = X.shape[0]
-        first = np.zeros(n, dtype=np.int32)
-        if not self.exact:
-            self.index.search(X, np.full(n, np.inf), first)
+        first = np.zeros(n, dtype=np.int32) if self.exact else self.index.nearest(X)[0]
         idx = np.empty((n, k), dtype=np.int32)
         q = np.empty((n, k))
         lse = np.empty(n)

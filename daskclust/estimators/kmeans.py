@@ -7,7 +7,7 @@ from sklearn.base import ClusterMixin, TransformerMixin
 
 from ..kernels.estep import all_distances
 from ..models import FAMILIES, Family, Params
-from ..seeding.ops import NearestIndex, pruning_test
+from ..seeding.ops import NearestIndex
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import Interval
@@ -166,14 +166,8 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         """Opposite of the (weighted) sum of squared distances to the nearest centre (the
         negative inertia of ``X``, as scikit-learn's ``KMeans.score``)."""
         self._check_fitted()
-        index = NearestIndex(self.centres_, dense=pruning_test(self.centres_)[0])
-
-        def sq(block):
-            out = np.full(block.shape[0], np.inf)
-            index.search(block, out, np.zeros(block.shape[0], dtype=np.int32))
-            return out
-
-        d2 = apply_rows(X, self.n_features_in_, sq, owner=type(self).__name__, width=None, dtype=np.float64)
+        index = NearestIndex.probed(self.centres_)
+        d2 = apply_rows(X, self.n_features_in_, lambda block: index.nearest(block)[1], owner=type(self).__name__, width=None, dtype=np.float64)
         if sample_weight is not None:
             d2 = d2 * sample_weight
         return -float(d2.sum())

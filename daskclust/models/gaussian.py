@@ -35,8 +35,8 @@ class WeightedFamily(Family):
     def initial_params(self, centres, sigma2, reg):
         C, D = centres.shape
         var = float(sigma2) + reg
-        cov = {"trace": lambda: np.full(C, var), "diag": lambda: np.full((C, D), var),
-               "full": lambda: np.broadcast_to(var * np.eye(D), (C, D, D)).copy()}[self.second]()
+        identity = np.eye(D) if self.second == "full" else 1.0  # sigma^2 I in the family's layout
+        cov = np.broadcast_to(var * identity, self.covariance_shape(C, D)).copy()
         return Params(centres, np.full(C, 1.0 / C), cov)
 
     def m_step(self, stats: SuffStats, params: Params, reg: float) -> Params:

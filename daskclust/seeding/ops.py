@@ -83,6 +83,18 @@ class NearestIndex:
                                           lloyd_steps=BALL_LLOYD_STEPS)
             self.n_build = ball_index_distances(len(points))
 
+    @classmethod
+    def probed(cls, points: np.ndarray) -> NearestIndex:
+        """An index over ``points`` of the kind :func:`pruning_test` finds faster (ball or dense)."""
+        return cls(points, dense=pruning_test(points)[0])
+
+    def nearest(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(index (n,) int32, squared distance (n,)) of the nearest indexed point of each row of X."""
+        label = np.zeros(X.shape[0], dtype=np.int32)
+        mind2 = np.full(X.shape[0], np.inf)
+        self.search(X, mind2, label)
+        return label, mind2
+
     def search(self, X: np.ndarray, mind2: np.ndarray, label: np.ndarray) -> int:
         """Lower ``mind2`` / ``label`` (IN/OUT) of each row of X; returns distances evaluated."""
         if self.dense:
