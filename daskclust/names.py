@@ -47,6 +47,14 @@ STREAM_CORESET_SPLIT = 51
 """Lightweight coreset: the multinomial split of the m draws over the chunks (driver)."""
 STREAM_CORESET_ROWS = 52
 """Lightweight coreset: the rows drawn inside each chunk."""
+STREAM_SKETCH_SIGNS = 61
+"""Sketch: the random sign flips D of the preconditioning (driver)."""
+STREAM_SKETCH_SHARED = 62
+"""Sketch: the Q_S features every row keeps (driver)."""
+STREAM_SKETCH_ROWS = 63
+"""Sketch: each row's Q - Q_S kept features, counter r * (Q - Q_S) + j for source row r."""
+STREAM_SKETCH_SEEDING = 64
+"""Seeding on sketches: the k-means++ draws over the gathered sample (driver)."""
 STREAM_ESTEP = 41
 """E-step: exploratory and sampled candidates, per iteration and chunk."""
 STREAM_BALL_INDEX = 71

@@ -22,7 +22,7 @@ import zarr
 from ..errors import InvalidDataError
 from ..io import Location, missing_chunks
 
-SourceKind = Literal["numpy", "zarr", "dask"]
+SourceKind = Literal["numpy", "zarr", "dask", "sketch"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class BlockSource:
         ``"zarr"``: a ``zarr.Array`` that every worker opens and reads directly.
         ``"dask"``: any other dask array: persisted on the cluster when it fits the
         memory budget, otherwise each chunk's graph is computed where it is needed.
+        ``"sketch"``: a pair of ``zarr.Array`` (values, indices) of a sketch store
+        (:mod:`daskclust.transforms.sketch`), read like ``"zarr"`` and packed into one row.
     array
         The numpy array, ``zarr.Array`` or dask array.
     dtype
@@ -49,6 +51,10 @@ class BlockSource:
         """Rows ``[start, stop)`` as a C-contiguous array of ``self.dtype``."""
         if self.kind == "dask":
             block = self.array[start:stop].compute(scheduler="sync")
+        elif self.kind == "sketch":
+            values, indices = self.array
+            block = np.hstack([np.asarray(values[start:stop], dtype=self.dtype),
+                               np.asarray(indices[start:stop], dtype=self.dtype)])
         else:
             block = self.array[start:stop]
         return np.ascontiguousarray(block, dtype=self.dtype)

@@ -1,8 +1,10 @@
-"""Streaming chunk transforms: a pass or two over a chunked source that give a smaller weighted data set
-every estimator accepts (seed 003's lightweight coresets; seed 002's sketches to come)."""
+"""Streaming chunk transforms: a pass or two over a chunked source that give a smaller data set every
+estimator accepts: seed 003's lightweight coresets (weighted rows) and seed 002's sketches (Q of P
+preconditioned entries per row)."""
 
 from __future__ import annotations
 
 from .coreset import LightweightCoreset
+from .sketch import Sketch, SketchedData, SketchTransform
 
-__all__ = ["LightweightCoreset"]
+__all__ = ["LightweightCoreset", "Sketch", "SketchedData", "SketchTransform"]

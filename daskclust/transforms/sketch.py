@@ -1,0 +1,326 @@
+"""SGMM sketches (seed 002, Sec. II-A and Alg. 1): one pass, Q of P preconditioned features per row.
+
+Each row x is preconditioned by a random orthonormal system, x~ = H D x (seed 002 Eq. 1): D flips
+the signs of the features (one vector of P random signs, stored), H is the orthonormal DCT-II
+(``scipy.fft.dct(norm="ortho")``, O(P log P) a row). Then Q of the P entries of x~ are kept,
+y = R^T x~: Q_S of them, drawn once, are shared by all rows; the other Q - Q_S are drawn per row
+without repetition (a partial Fisher-Yates shuffle, O(Q) a row). The sketch is the values y
+(N x Q) and the kept indices (N x Q, the smallest unsigned integer type that holds P - 1), sorted
+ascending within a row, written chunk by chunk as the rows are read: the raw data are not needed
+again. The index draws of source row r come from a counter-based stream keyed by the seed and r,
+so the sketch depends neither on the number of workers nor on the chunking.
+
+Because R is redrawn for every row, the statistics of a mixture in the full P-dimensional
+preconditioned space are estimated from the sketches (one pass; see
+:mod:`daskclust.models.sketched`); ``SketchTransform.invert`` maps means back (x = D H^T x~).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import dask.array as da
+import numpy as np
+import scipy.fft
+import zarr
+from numba import njit
+
+from ..data import ChunkedData, as_chunked_data
+from ..data.chunking import row_bounds
+from ..data.sources import BlockSource, is_path_like
+from ..engine.cluster import connect
+from ..engine.engine import Engine
+from ..engine.ops import Chunk, concat_rows
+from ..errors import InvalidDataError, InvalidParameterError
+from ..io import ARRAY_CONFIG, Location, check_target, read_root_attrs, source_location, writing
+from ..kernels.rng import randint, stream_key
+from ..names import STREAM_SKETCH_ROWS, STREAM_SKETCH_SHARED, STREAM_SKETCH_SIGNS
+
+PRECONDITIONS = ("dct", "none")
+
+
+@njit(nogil=True, cache=True)
+def draw_indices(key, rows, free, shared, n_draw, out):
+    """out[i] = the ``shared`` features and ``n_draw`` of the ``free`` ones drawn without repetition
+    for source row ``rows[i]`` (partial Fisher-Yates shuffle; draw j of row r is the stream's
+    counter r * n_draw + j), sorted ascending. OUT: out (n, Q) int64."""
+    m = free.shape[0]
+    n_shared = shared.shape[0]
+    scratch = free.copy()
+    swaps = np.empty(n_draw, dtype=np.int64)
+    for i in range(rows.shape[0]):
+        base = rows[i] * n_draw
+        for j in range(n_draw):
+            r = j + randint(key, base + j, m - j)
+            swaps[j] = r
+            t = scratch[j]
+            scratch[j] = scratch[r]
+            scratch[r] = t
+            out[i, n_shared + j] = scratch[j]
+        for j in range(n_draw - 1, -1, -1):  # undo the swaps: every row starts from the same order
+            r = swaps[j]
+            t = scratch[j]
+            scratch[j] = scratch[r]
+            scratch[r] = t
+        for j in range(n_shared):
+            out[i, j] = shared[j]
+        out[i].sort()
+
+
+@dataclass(frozen=True, eq=False)
+class SketchTransform:
+    """The sketching operator: P, Q, the sign flips D (P signs), the shared features, H, the seed."""
+
+    n_features: int
+    n_kept: int
+    signs: np.ndarray
+    shared: np.ndarray
+    precondition: str
+    seed: int
+
+    @classmethod
+    def draw(cls, n_features: int, n_kept: int, n_shared: int, precondition: str, seed: int) -> SketchTransform:
+        """Signs and shared features drawn from the seed's own streams."""
+        if precondition == "dct":
+            rng = np.random.default_rng(stream_key(seed, STREAM_SKETCH_SIGNS))
+            signs = np.where(rng.random(n_features) < 0.5, -1, 1).astype(np.int8)
+        else:
+            signs = np.ones(n_features, dtype=np.int8)
+        rng = np.random.default_rng(stream_key(seed, STREAM_SKETCH_SHARED))
+        shared = np.sort(rng.choice(n_features, n_shared, replace=False)).astype(np.int64)
+        return cls(int(n_features), int(n_kept), signs, shared, precondition, int(seed))
+
+    @property
+    def n_shared(self) -> int:
+        return len(self.shared)
+
+    @property
+    def index_dtype(self) -> np.dtype:
+        """The smallest unsigned integer type holding every feature index."""
+        return np.min_scalar_type(self.n_features - 1)
+
+    def precondition_rows(self, X: np.ndarray) -> np.ndarray:
+        """x~ = H D x for every row (float64); the identity without preconditioning."""
+        X = np.asarray(X, dtype=np.float64)
+        if self.precondition == "none":
+            return X
+        return scipy.fft.dct(X * self.signs, type=2, norm="ortho", axis=-1, workers=1)
+
+    def invert(self, Y: np.ndarray) -> np.ndarray:
+        """x = D H^T x~ (H orthonormal: H^-1 = H^T, the DCT-III)."""
+        Y = np.asarray(Y, dtype=np.float64)
+        if self.precondition == "none":
+            return Y.copy()
+        return scipy.fft.idct(Y, type=2, norm="ortho", axis=-1, workers=1) * self.signs
+
+    def sketch_rows(self, X: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values (n, Q) float64, indices (n, Q)) of rows ``X`` whose source indices are ``rows``."""
+        Y = self.precondition_rows(X)
+        free = np.setdiff1d(np.arange(self.n_features), self.shared)
+        idx = np.empty((len(Y), self.n_kept), dtype=np.int64)
+        key = stream_key(self.seed, STREAM_SKETCH_ROWS)
+        draw_indices(key, np.asarray(rows, dtype=np.int64), free, self.shared, self.n_kept - self.n_shared, idx)
+        return np.take_along_axis(Y, idx, axis=1), idx.astype(self.index_dtype)
+
+    def attrs(self) -> dict:
+        return {"n_features": self.n_features, "n_kept": self.n_kept, "precondition": self.precondition,
+                "seed": self.seed, "signs": self.signs.tolist(), "shared": self.shared.tolist()}
+
+    @classmethod
+    def from_attrs(cls, attrs: dict) -> SketchTransform:
+        return cls(int(attrs["n_features"]), int(attrs["n_kept"]), np.asarray(attrs["signs"], dtype=np.int8),
+                   np.asarray(attrs["shared"], dtype=np.int64), str(attrs["precondition"]), int(attrs["seed"]))
+
+
+def pack(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """The rows as the E-step kernels read a sketch: (n, 2Q) float64, values then indices
+    (exact as floats below 2^53). A sketch row is then one row of the engine's chunks."""
+    return np.ascontiguousarray(np.hstack([np.asarray(values, dtype=np.float64),
+                                           np.asarray(indices, dtype=np.float64)]))
+
+
+@dataclass(frozen=True, eq=False)
+class SketchedData:
+    """A sketch: values and indices (numpy arrays, or zarr arrays of a sketch store), the optional
+    sample weights carried over from the input, and the transform. Every sketch estimator accepts it."""
+
+    values: object
+    indices: object
+    weights: object | None
+    transform: SketchTransform
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def n_kept(self) -> int:
+        return self.transform.n_kept
+
+    @property
+    def n_features(self) -> int:
+        """P, the dimension of the rows the sketch was taken of."""
+        return self.transform.n_features
+
+    @property
+    def in_memory(self) -> bool:
+        return isinstance(self.values, np.ndarray)
+
+    @classmethod
+    def open(cls, path, storage_options: dict | None = None) -> SketchedData:
+        """The sketch store at ``path`` (written by :meth:`Sketch.fit_transform` with ``output``)."""
+        location = Location.parse(path, storage_options)
+        attrs = read_root_attrs(location)
+        if not attrs or attrs.get("daskclust_store") != "sketch" or not attrs.get("daskclust_complete"):
+            raise InvalidDataError(f"{location} is not a complete daskclust sketch store")
+        group = zarr.open_group(location.url, mode="r", **location.zarr_kwargs)
+        weights = group["weights"] if "weights" in group else None
+        return cls(group["values"], group["indices"], weights, SketchTransform.from_attrs(attrs["transform"]))
+
+    def chunked(self, chunk_rows: int | None = None, min_samples: int = 1) -> ChunkedData:
+        """The sketch as the engine's data: rows packed by :func:`pack`, read by the workers from the
+        store (or pushed from memory), weights alongside."""
+        Q = self.n_kept
+        if self.n_samples < max(1, min_samples):
+            raise InvalidDataError(f"the sketch has {self.n_samples} rows, fewer than the {min_samples} required "
+                                   "(n_samples must be at least the number of clusters)")
+        if self.in_memory:
+            return as_chunked_data(pack(self.values, self.indices), self.weights, chunk_rows=chunk_rows,
+                                   min_samples=min_samples)
+        rows = int(chunk_rows or self.values.chunks[0])
+        lazy = da.concatenate([da.from_zarr(self.values, chunks=(rows, Q)).astype(np.float64),
+                               da.from_zarr(self.indices, chunks=(rows, Q)).astype(np.float64)], axis=1)
+        source = BlockSource("sketch", (self.values, self.indices), np.dtype(np.float64))
+        weights = weight_source = None
+        if self.weights is not None:
+            weights = da.from_zarr(self.weights, chunks=(rows,))
+            weight_source = BlockSource("zarr", self.weights, np.dtype(np.float64))
+        return ChunkedData(lazy, source, weights, weight_source, row_bounds(self.n_samples, lazy.chunks[0]), "zarr")
+
+
+@dataclass
+class SketchOp:
+    """The one pass: each chunk's rows sketched in source order, written to the store's region of the
+    chunk (``target``) or returned to the driver."""
+
+    transform: SketchTransform
+    target: Location | None
+
+    def new_acc(self) -> dict:
+        Q = self.transform.n_kept
+        return {"row": np.zeros(0, dtype=np.int64), "values": np.zeros((0, Q)),
+                "indices": np.zeros((0, Q), dtype=self.transform.index_dtype), "w": np.zeros(0)}
+
+    def run(self, chunk: Chunk, acc: dict) -> None:
+        rows = chunk.source_rows(np.arange(chunk.n_rows))
+        order = np.argsort(rows, kind="stable")
+        values, indices = self.transform.sketch_rows(chunk.X[order], rows[order])
+        w = chunk.w[order] if chunk.w.shape[0] else np.zeros(0)
+        if self.target is not None:
+            group = zarr.open_group(self.target.url, mode="r+", **self.target.zarr_kwargs)
+            span = slice(chunk.start, chunk.start + chunk.n_rows)
+            group["values"][span] = values.astype(group["values"].dtype)
+            group["indices"][span] = indices
+            if w.shape[0]:
+                group["weights"][span] = w
+            return
+        part = {"row": rows[order], "values": values, "indices": indices, "w": w if w.shape[0] else np.ones(len(rows))}
+        acc.update(concat_rows(acc, part, "row") if len(acc["row"]) else part)
+
+    @staticmethod
+    def merge(a, b):
+        if not len(a["row"]):
+            return b
+        if not len(b["row"]):
+            return a
+        return concat_rows(a, b, "row")
+
+
+class Sketch:
+    """SGMM's preconditioned random sparsification (seed 002 Alg. 1), as a streaming chunk transform.
+
+    Parameters
+    ----------
+    n_kept : int
+        Q, entries kept per row (1 <= Q <= P).
+    n_shared : int, default=0
+        Q_S, how many of them are the same for every row (0 <= Q_S <= Q): seed 002 Sec. IV-C; a
+        k-means++ seeding on sketches needs overlapping entries to compare rows.
+    precondition : {"dct", "none"}, default="dct"
+        "dct": random sign flips then the orthonormal DCT-II, so that no entry carries much of a
+        row's energy and any Q entries represent it; "none": the raw features are subsampled.
+    random_state : int, default=0
+        Seed of the signs, the shared features and every row's draws.
+
+    ``fit_transform(X)`` reads every row once and returns a :class:`SketchedData`: in memory, or
+    written chunk by chunk to a zarr sketch store at ``output`` (reopened with
+    :meth:`SketchedData.open`). Cost O(N P log P) time, O(N Q) storage.
+    """
+
+    def __init__(self, n_kept: int, *, n_shared: int = 0, precondition: str = "dct", random_state: int = 0):
+        self.n_kept = n_kept
+        self.n_shared = n_shared
+        self.precondition = precondition
+        self.random_state = random_state
+
+    def check(self, n_features: int) -> None:
+        """Refuse parameters that do not fit ``n_features`` (P) before any work."""
+        if n_features < 2:
+            raise InvalidDataError(f"cannot sketch data with {n_features} feature: a sketch keeps Q < P "
+                                   "entries of each row, and one feature leaves nothing to drop")
+        for name in ("n_kept", "n_shared", "random_state"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
+        if not 1 <= self.n_kept <= n_features:
+            raise InvalidParameterError(f"n_kept (Q) must be between 1 and the {n_features} features, "
+                                        f"got {self.n_kept}")
+        if not 0 <= self.n_shared <= self.n_kept:
+            raise InvalidParameterError(f"n_shared (Q_S) must be between 0 and n_kept = {self.n_kept}, "
+                                        f"got {self.n_shared}")
+        if self.precondition not in PRECONDITIONS:
+            raise InvalidParameterError(f"precondition must be one of {PRECONDITIONS}, got {self.precondition!r}")
+
+    def fit_transform(self, X, sample_weight=None, *, client=None, output=None, chunk_rows: int | None = None,
+                      overwrite: bool = False, storage_options: dict | None = None) -> SketchedData:
+        data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, storage_options=storage_options)
+        self.check(data.n_features)
+        transform = SketchTransform.draw(data.n_features, int(self.n_kept), int(self.n_shared), self.precondition,
+                                         int(self.random_state))
+        if output is None:
+            with connect(client, None) as cl, Engine(data, cl, persist=data.source.kind == "numpy") as engine:
+                acc = engine.map_reduce(SketchOp(transform, None))
+            weights = acc["w"] if data.weights is not None else None
+            return SketchedData(acc["values"].astype(data.dtype), acc["indices"], weights, transform)
+        data = regular_chunks(data, X, sample_weight, storage_options)
+        location = Location.parse(output, storage_options)
+        inputs = [source_location(X) if is_path_like(X) or isinstance(X, zarr.Array) else None]
+        check_target(location, "sketch", overwrite=overwrite, inputs=inputs)
+        with connect(client, None) as cl, writing(location, "sketch", checked=True) as target:
+            create_store(target, transform, data)
+            with Engine(data, cl, persist=data.source.kind == "numpy") as engine:
+                engine.map_reduce(SketchOp(transform, target))
+        return SketchedData.open(location.url, storage_options)
+
+
+def regular_chunks(data: ChunkedData, X, sample_weight, storage_options) -> ChunkedData:
+    """``data`` with equal row chunks (but the last), so that each engine chunk writes whole store chunks."""
+    sizes = np.diff(data.bounds)
+    if len(sizes) < 2 or np.all(sizes[:-1] == sizes[0]):
+        return data
+    return as_chunked_data(X, sample_weight, chunk_rows=int(sizes[0]), storage_options=storage_options)
+
+
+def create_store(target: Location, transform: SketchTransform, data: ChunkedData) -> None:
+    """The empty arrays of a sketch store, chunked like ``data``, and the transform in its attributes."""
+    group = zarr.open_group(target.url, mode="w", **target.zarr_kwargs)
+    group.attrs.update({"transform": transform.attrs(), "daskclust_write": uuid.uuid4().hex})
+    rows = int(data.bounds[1] - data.bounds[0])
+    N, Q = data.n_samples, transform.n_kept
+    group.create_array("values", shape=(N, Q), chunks=(rows, Q), dtype=data.dtype, config=ARRAY_CONFIG)
+    group.create_array("indices", shape=(N, Q), chunks=(rows, Q), dtype=transform.index_dtype, config=ARRAY_CONFIG)
+    if data.weights is not None:
+        group.create_array("weights", shape=(N,), chunks=(rows,), dtype=np.float64, config=ARRAY_CONFIG)
+
+

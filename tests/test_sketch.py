@@ -1,0 +1,156 @@
+"""SGMM sketches (seed 002): the transform, the family on the engine, its seeding."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from daskclust.em.loop import EMSettings, LoopState, run_em
+from daskclust.engine.engine import Engine
+from daskclust.errors import InvalidDataError, InvalidParameterError
+from daskclust.models import FAMILIES, Params
+from daskclust.models.sketched import SketchedFamily
+from daskclust.search import SearchConfig, make_search
+from daskclust.seeding import seed
+from daskclust.seeding.sketch import seed_sketches
+from daskclust.transforms import Sketch, SketchedData
+from daskclust.transforms.sketch import SketchTransform
+from conftest import blobs
+
+SEARCHES = ("full", "exhaustive", "estimated", "sampled")
+
+
+def test_preconditioning_round_trips():
+    X = np.random.default_rng(0).normal(size=(300, 50)) * 10
+    for precondition in ("dct", "none"):
+        t = SketchTransform.draw(50, 50, 0, precondition, 4)
+        Y = t.precondition_rows(X)
+        assert np.allclose(t.invert(Y), X, rtol=0, atol=1e-12)
+        # H D is orthonormal: norms and distances are kept
+        assert np.allclose(np.linalg.norm(Y, axis=1), np.linalg.norm(X, axis=1), rtol=1e-13)
+    assert set(np.unique(SketchTransform.draw(50, 5, 0, "dct", 4).signs)) == {-1, 1}
+
+
+def test_index_draws_are_distinct_sorted_and_hold_the_shared_features():
+    P, Q, QS = 300, 20, 6
+    t = SketchTransform.draw(P, Q, QS, "dct", 9)
+    rows = np.arange(2000, 4000)
+    _, idx = t.sketch_rows(np.ones((len(rows), P)), rows)
+    assert idx.dtype == np.uint16 and idx.shape == (len(rows), Q)
+    assert np.all(np.diff(idx.astype(int), axis=1) > 0)  # sorted, so no repetition
+    assert all(np.isin(t.shared, r).all() for r in idx)
+    # the free draws cover the features uniformly: each non-shared feature ~ (Q - QS) / (P - QS) of rows
+    counts = np.bincount(idx.ravel().astype(int), minlength=P)
+    free = np.setdiff1d(np.arange(P), t.shared)
+    expected = len(rows) * (Q - QS) / (P - QS)
+    assert np.all(np.abs(counts[free] - expected) < 6 * np.sqrt(expected))
+    assert np.all(counts[t.shared] == len(rows))
+    assert SketchTransform.draw(200, 5, 0, "dct", 0).index_dtype == np.uint8
+
+
+def test_sketch_is_deterministic_across_workers_and_chunking(client, client_one_worker, tmp_path):
+    X, _ = blobs(3000, 40, 4, seed=1)
+    a = Sketch(7, n_shared=2, random_state=5).fit_transform(X, client=client, chunk_rows=400)
+    b = Sketch(7, n_shared=2, random_state=5).fit_transform(X, client=client_one_worker, chunk_rows=1000)
+    assert np.array_equal(a.values, b.values) and np.array_equal(a.indices, b.indices)
+    stored = Sketch(7, n_shared=2, random_state=5).fit_transform(X, client=client, chunk_rows=700,
+                                                                 output=tmp_path / "s.zarr")
+    assert np.array_equal(stored.values[:], a.values) and np.array_equal(stored.indices[:], a.indices)
+    again = SketchedData.open(tmp_path / "s.zarr")
+    assert np.array_equal(again.transform.signs, a.transform.signs)
+    assert np.array_equal(again.transform.shared, a.transform.shared)
+    c = Sketch(7, n_shared=2, random_state=6).fit_transform(X, client=client, chunk_rows=400)
+    assert not np.array_equal(c.indices, a.indices)
+    # the values are the preconditioned rows at the kept indices
+    full = a.transform.precondition_rows(X)
+    assert np.allclose(np.take_along_axis(full, a.indices.astype(int), axis=1), a.values, rtol=0, atol=1e-12)
+
+
+def test_weights_travel_with_the_sketch(client, tmp_path):
+    X, _ = blobs(500, 10, 3, seed=2)
+    w = np.random.default_rng(0).uniform(0.5, 2, len(X))
+    mem = Sketch(4).fit_transform(X, w, client=client, chunk_rows=128)
+    assert np.array_equal(mem.weights, w)
+    stored = Sketch(4).fit_transform(X, w, client=client, chunk_rows=128, output=tmp_path / "w.zarr")
+    assert np.array_equal(stored.weights[:], w)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(n_kept=11), InvalidParameterError, "n_kept"),
+    (dict(n_kept=0), InvalidParameterError, "n_kept"),
+    (dict(n_kept=4, n_shared=5), InvalidParameterError, "n_shared"),
+    (dict(n_kept=4, n_shared=-1), InvalidParameterError, "n_shared"),
+    (dict(n_kept=2.5), InvalidParameterError, "integer"),
+    (dict(n_kept=4, precondition="fft"), InvalidParameterError, "precondition"),
+])
+def test_bad_parameters_are_refused_and_nothing_is_written(client, tmp_path, kwargs, error, match):
+    X, _ = blobs(200, 10, 2)
+    with pytest.raises(error, match=match):
+        Sketch(**kwargs).fit_transform(X, client=client, output=tmp_path / "out.zarr")
+    assert not os.path.exists(tmp_path / "out.zarr")
+
+
+def test_one_feature_and_nan_rows_are_refused(client, tmp_path):
+    with pytest.raises(InvalidDataError, match="1 feature"):
+        Sketch(1).fit_transform(np.ones((50, 1)), client=client, output=tmp_path / "one.zarr")
+    assert not os.path.exists(tmp_path / "one.zarr")
+    X, _ = blobs(200, 10, 2)
+    X[150, 3] = np.nan
+    with pytest.raises(InvalidDataError, match="row 150"):
+        Sketch(3).fit_transform(X, client=client, chunk_rows=64, output=tmp_path / "nan.zarr")
+    assert not os.path.exists(tmp_path / "nan.zarr")
+
+
+def fit_on(client, data, family, params, search, n_keep, iters, labels_from=None):
+    """EM from ``params`` on the engine (seed labels from the nearest initial mean), its history and result."""
+    C = len(params.means)
+    with Engine(data, client) as engine:
+        if isinstance(family, SketchedFamily):
+            seed_sketches(engine, family, C, len(params.means[0]), seed=0, reg=0.0, centres=params.means)
+        else:
+            seed(engine, params.means, C, seed=0)
+        settings = EMSettings(C, n_keep, family, iters, 0.0, 1e-6, 0, 11)
+        config = SearchConfig(C, n_keep, min(4, C), 1, 3, metric=family.metric)
+        return run_em(engine, LoopState(0, params), settings, make_search(search, config))
+
+
+@pytest.mark.parametrize("search, n_keep", [("full", 6), ("estimated", 2)])
+def test_full_sketch_without_preconditioning_is_the_diagonal_mixture(client, search, n_keep):
+    """Q = P, no preconditioning: every row keeps every feature (in its own drawn order), so SGMM
+    is the diagonal GMM, iteration by iteration."""
+    X, centres = blobs(1500, 6, 6, seed=4, spread=3.0)
+    sketched = Sketch(6, precondition="none", random_state=1).fit_transform(X, client=client, chunk_rows=256)
+    rng = np.random.default_rng(0)
+    start = Params(centres + rng.normal(scale=0.5, size=centres.shape), np.full(6, 1 / 6),
+                   rng.uniform(0.5, 2.0, centres.shape))
+    a = fit_on(client, sketched.chunked(256), SketchedFamily("diag", 6), start, search, n_keep, 8)
+    from daskclust.data import as_chunked_data
+    b = fit_on(client, as_chunked_data(X, chunk_rows=256), FAMILIES["diag"], start, search, n_keep, 8)
+    fa = [r["free_energy"] for r in a.history]
+    fb = [r["free_energy"] for r in b.history]
+    assert len(fa) == len(fb) == 9
+    assert np.allclose(fa, fb, rtol=0, atol=1e-8)
+    assert np.allclose(a.params.means, b.params.means, rtol=0, atol=1e-8)
+    assert np.allclose(a.params.covariances, b.params.covariances, rtol=0, atol=1e-8)
+    assert np.allclose(a.params.weights, b.params.weights, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+@pytest.mark.parametrize("search", SEARCHES)
+def test_free_energy_never_decreases_on_sketches(client, covariance_type, search):
+    X, _ = blobs(3000, 32, 12, seed=7, spread=4.0)
+    sketched = Sketch(6, n_shared=2, random_state=2).fit_transform(X, client=client, chunk_rows=500)
+    family = SketchedFamily(covariance_type, 6)
+    n_keep = 12 if search == "full" else 3
+    with Engine(sketched.chunked(500), client) as engine:
+        seeding, start = seed_sketches(engine, family, 12, 32, seed=3, reg=1e-6)
+        settings = EMSettings(12, n_keep, family, 25, 0.0, 1e-6, 0, 3)
+        search_ = make_search(search, SearchConfig(12, n_keep, 4, 1, 3, metric=False))
+        result = run_em(engine, LoopState(0, start), settings, search_)
+    F = np.array([r["free_energy"] for r in result.history])
+    assert len(F) == 26
+    assert np.all(np.diff(F) >= -1e-9 * np.abs(F[1:]))
+    assert F[-1] > F[0] + 0.1  # it learned something
+    assert seeding.n_distances == 12 * 2000 + 12 * 3000  # k-means++ over the sample, then the bootstrap pass
