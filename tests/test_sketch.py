@@ -154,3 +154,29 @@ def test_free_energy_never_decreases_on_sketches(client, covariance_type, search
     assert np.all(np.diff(F) >= -1e-9 * np.abs(F[1:]))
     assert F[-1] > F[0] + 0.1  # it learned something
     assert seeding.n_distances == 12 * 2000 + 12 * 3000  # k-means++ over the sample, then the bootstrap pass
+
+
+def test_bytes_read_counts_what_the_workers_read(client, tmp_path):
+    """The engine's read counter against the stores' sizes: a streamed zarr array is read once per
+    pass, a persisted one once; a pass over a sketch store reads the sketch, never the raw rows."""
+    import zarr
+
+    from daskclust.data import as_chunked_data
+    from daskclust.transforms.coreset import MomentsOp
+
+    X = np.random.default_rng(0).normal(size=(3000, 8)).astype(np.float32)
+    zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(500, 8))
+    data = as_chunked_data(str(tmp_path / "x.zarr"), chunk_rows=500)
+    for persist, reads in ((False, 3), (True, 1)):
+        with Engine(data, client, persist=persist) as engine:
+            for _ in range(3):
+                engine.map_reduce(MomentsOp(8, data.n_chunks))
+            assert engine.bytes_read() == reads * X.nbytes
+    sketched = Sketch(3, random_state=1).fit_transform(str(tmp_path / "x.zarr"), client=client,
+                                                        output=tmp_path / "s.zarr")
+    assert sketched.values.dtype == np.float32 and sketched.indices.dtype == np.uint8
+    packed = sketched.chunked()
+    with Engine(packed, client, persist=False) as engine:
+        engine.map_reduce(MomentsOp(packed.n_features, packed.n_chunks))
+        engine.map_reduce(MomentsOp(packed.n_features, packed.n_chunks))
+        assert engine.bytes_read() == 2 * 3000 * 3 * (4 + 1)

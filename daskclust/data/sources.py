@@ -47,6 +47,12 @@ class BlockSource:
     array: Any
     dtype: np.dtype
 
+    @property
+    def row_bytes(self) -> int:
+        """Bytes one row takes in the source array(s), as stored (before conversion to ``dtype``)."""
+        arrays = self.array if self.kind == "sketch" else (self.array,)
+        return sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays)
+
     def read(self, start: int, stop: int) -> np.ndarray:
         """Rows ``[start, stop)`` as a C-contiguous array of ``self.dtype``."""
         if self.kind == "dask":

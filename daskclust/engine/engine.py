@@ -224,6 +224,10 @@ class Engine:
         self.pass_seconds += time.perf_counter() - t0
         return result
 
+    def bytes_read(self) -> int:
+        """Bytes the workers have read from the data's sources so far (0 for pushed numpy data)."""
+        return int(sum(self._on_all("bytes_read")))
+
     def _on_all(self, method: str, *args) -> list:
         """Call ``method`` on every shard at once and return their results."""
         return self._wait([lambda s=s: getattr(s, method)(*args) for s in self.shards])

@@ -10,6 +10,7 @@ that its sums only depend on which chunks it holds.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +93,8 @@ class Shard:
         self._nthreads = _worker_threads()
         self._pool = ThreadPoolExecutor(self._nthreads, thread_name_prefix="daskclust-shard")
         self._io = ThreadPoolExecutor(self._nthreads, thread_name_prefix="daskclust-io")
+        self._bytes_read = 0
+        self._count_lock = threading.Lock()
 
     # ------------------------------------------------------------------ chunks
     def attach(self, specs: list[tuple[int, int, int]], x_refs=None, w_refs=None) -> int:
@@ -124,11 +127,17 @@ class Shard:
     def _load(self, slot: _Slot) -> tuple[np.ndarray, np.ndarray]:
         """The chunk's rows and weights, read (and validated on first read) if needed."""
         X = slot.X
+        read = 0
         if X is None:
             X = self._x_source.read(slot.start, slot.stop)
+            read += (slot.stop - slot.start) * self._x_source.row_bytes
         w = slot.w
         if w is None and self._w_source is not None:
             w = self._w_source.read(slot.start, slot.stop)
+            read += (slot.stop - slot.start) * self._w_source.row_bytes
+        if read:
+            with self._count_lock:
+                self._bytes_read += read
         X = np.ascontiguousarray(X)
         w = _NO_WEIGHTS if w is None else np.ascontiguousarray(w, dtype=np.float64)
         if not slot.validated:
@@ -164,6 +173,11 @@ class Shard:
                     f"sample_weight[{slot.start + bad}] = {float(w[bad])!r} (chunk {slot.index}) is negative or "
                     "not finite; weights must be finite and non-negative"
                 )
+
+    def bytes_read(self) -> int:
+        """Bytes this shard has read from its sources (rows times their stored width), for the
+        out-of-core benchmarks and the tests that prove a pass did not touch a store."""
+        return self._bytes_read
 
     # ------------------------------------------------------------------ passes
     def run_tree(self, op: ChunkOp, others: list[tuple[Any, str]]) -> Any:
