@@ -5,9 +5,10 @@ the data, seeded with the fit's seed) and fits the model on them as on any weigh
 seeding, EM and the ``n_init`` runs, each keeping K(n) of the coreset's rows. Phase 2 runs once on
 the full data from the kept model: one pass assigns every row to its nearest mean (the seed labels
 from which the truncated E-step builds K(n)), then at most ``refine_iter`` truncated EM iterations
-from the coreset's parameters, 0 being a single E-step, the full-data evaluation of the coreset
-model. The fitted model, free energy, inertia, ``n_iter_`` and ``converged_`` are those of phase 2,
-whose last E-step's parameters the fit returns, as every fit does.
+from the coreset's parameters (no initial E-steps: ``n_init_esteps`` and ``max_iter`` belong to
+phase 1), 0 being a single E-step, the full-data evaluation of the coreset model. The fitted
+model, free energy, inertia, ``n_iter_`` and ``converged_`` are those of phase 2, whose last
+E-step's parameters the fit returns, as every fit does.
 """
 
 from __future__ import annotations

@@ -78,7 +78,8 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         With ``coreset``: most truncated EM iterations (M-steps) on the full data, starting
         from the coreset's model with K(n) rebuilt from each row's nearest centre; fewer when
         converged (``tol``). 0 runs a single E-step on the full data, the evaluation of the
-        coreset model (``n_iter_ = 0``, ``converged_ = False``). Ignored without ``coreset``.
+        coreset model (``n_iter_ = 0``, ``converged_ = False``). Ignored without ``coreset``;
+        ``max_iter`` and ``n_init_esteps`` apply to the fit on the coreset.
     oversampling_factor, init_rounds : float, int, default=2.0, 5
         k-means|| oversampling l = oversampling_factor * C and number of rounds.
     chain_length : int, default=5
