@@ -202,7 +202,10 @@ def load(path: str | os.PathLike) -> Checkpoint:
         _verify(group, url, len(meta["data"]["bounds"]) - 1)
         search = {key: group[f"search_{key}"][:] for key in attrs["search_keys"]}
         params = Params(**{name: group[name][...] for name in PARAM_ARRAYS})  # [...]: 0-d arrays too
-        state = LoopState(int(attrs["iteration"]), params, attrs["prev_f"], json.loads(attrs["history"]))
+        history = json.loads(attrs["history"])
+        for row in history:
+            row.setdefault("data", "full")  # a checkpoint written before history_ had the column
+        state = LoopState(int(attrs["iteration"]), params, attrs["prev_f"], history)
     except Exception as exc:  # noqa: BLE001 - damaged attributes or arrays: one clear error
         raise CheckpointError(f"checkpoint {url!r} is damaged ({type(exc).__name__}: {exc})") from exc
     if not all(np.all(np.isfinite(value)) for value in state.params.arrays().values()):

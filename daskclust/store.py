@@ -19,7 +19,9 @@ Data variables
 
     One 1-D variable ``history_<key>`` along ``"iteration"`` per history
     column: int64 if every value of the column is an int, float64 if every
-    value is a float (a column mixing both is refused).
+    value is a float, a variable-length UTF-8 string array if every value is
+    a str (e.g. ``data``: ``"coreset"`` or ``"full"``); a column mixing kinds
+    is refused.
 Attributes
     ``daskclust_kind`` (str), ``daskclust_params`` and ``daskclust_scalars``
     (JSON strings; floats round-trip exactly, NaN and infinities included),
@@ -83,7 +85,7 @@ class StoredModel:
         Fitted arrays; must contain ``"centres"`` of shape (C, D).
     scalars : dict of str to int or float
         Fitted scalars, e.g. ``{"sigma2": 1.0, "n_iter": 12}``.
-    history : list of dict of str to int or float
+    history : list of dict of str to int, float or str
         One row per iteration, with the same keys in every row.
     """
 
@@ -91,7 +93,7 @@ class StoredModel:
     params: dict
     arrays: dict[str, np.ndarray]
     scalars: dict[str, float | int]
-    history: list[dict[str, float | int]]
+    history: list[dict[str, float | int | str]]
 
 
 def save_model(
@@ -210,8 +212,9 @@ def model_to_dataset(model: StoredModel) -> xr.Dataset:
     ------
     InvalidParameterError
         If ``centres`` is missing or not 2-D, an array name is reserved, a
-        scalar or history value is not an int or float, the history rows have
-        different keys, a history column mixes ints and floats, or the params
+        scalar is not an int or float, a history value not an int, float or
+        str, the history rows have different keys, a history column mixes
+        kinds of values, or the params
         are not JSON-serialisable.
     """
     arrays = _checked_arrays(model.arrays)
@@ -345,11 +348,16 @@ def _history_keys(history: list[dict[str, Any]]) -> list[str]:
 
 
 def _history_column(history: list[dict[str, Any]], key: str) -> np.ndarray:
-    """Column ``key`` as int64 (all values int) or float64 (all values float)."""
-    values = [_number(row[key], f"history[{i}][{key!r}]") for i, row in enumerate(history)]
-    if len({type(value) for value in values}) > 1:
-        raise InvalidParameterError(f"history column {key!r} mixes int and float values")
-    return np.array(values, dtype=np.int64 if isinstance(values[0], int) else np.float64)
+    """Column ``key`` as int64 (all values int), float64 (all values float) or strings (all values
+    str; an object array, which xarray writes as zarr's variable-length UTF-8 strings)."""
+    values = [row[key] if isinstance(row[key], str) else _number(row[key], f"history[{i}][{key!r}]")
+              for i, row in enumerate(history)]
+    kinds = {type(value) for value in values}
+    if len(kinds) > 1:
+        names = " and ".join(kind.__name__ for kind in (int, float, str) if kind in kinds)
+        raise InvalidParameterError(f"history column {key!r} mixes {names} values")
+    dtypes = {int: np.int64, float: np.float64, str: object}
+    return np.array(values, dtype=dtypes[kinds.pop()])
 
 
 def _number(value: Any, what: str) -> int | float:

@@ -41,8 +41,9 @@ def test_fit_returns_self_with_fitted_attributes(fitted):
     assert model.n_features_in_ == 2 and model.n_iter_ >= 1
     assert model.history_[0]["iteration"] == 0
     assert len(model.history_) == model.n_init_esteps + model.n_iter_ + 1
-    assert set(model.history_[0]) == {"iteration", "free_energy", "quantization_error", "sigma2", "n_distances",
+    assert set(model.history_[0]) == {"iteration", "data", "free_energy", "quantization_error", "sigma2", "n_distances",
                                       "n_distances_points", "n_distances_centres", "distance_speedup", "n_changed", "seconds"}
+    assert {row["data"] for row in model.history_} == {"full"}
     assert model.inertia_ == pytest.approx(-model.score(X))
     assert model.sigma2_ == pytest.approx(model.inertia_ / (2 * len(X)))
 

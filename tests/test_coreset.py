@@ -105,3 +105,15 @@ def test_quantization_error_of_fixed_centres_within_the_measured_bound(data, m):
         for seed in range(3):
             rows, weights = draw_in_process(X, w, m, seed, n_chunks=8)
             assert abs(quantization_error(rows, weights, C) / full - 1) <= eps
+
+
+def test_distances_are_counted(client):
+    """Pass 2 evaluates one distance per row; pass 3 one per row of each chunk that draws."""
+    X, _ = birch(16, points=50, seed=7)  # 800 rows in 4 chunks of 200
+    coreset = LightweightCoreset(400, random_state=0)
+    coreset.fit_transform(X, client=client, chunk_rows=200)
+    assert coreset.n_distances_ == 2 * len(X)  # 400 draws: every chunk draws
+    one = LightweightCoreset(1, random_state=0)
+    one.fit_transform(X, client=client, chunk_rows=200)
+    assert one.n_distances_ == len(X) + 200  # one draw: a single chunk evaluates q again
+    assert one.seconds_ > 0

@@ -38,7 +38,8 @@ def current_client(client):
 
 
 @parametrize_with_checks(
-    [daskclust.KMeans(n_clusters=3, random_state=0), daskclust.GaussianMixture(n_components=3, random_state=0)],
+    [daskclust.KMeans(n_clusters=3, random_state=0), daskclust.GaussianMixture(n_components=3, random_state=0),
+     daskclust.KMeans(n_clusters=3, random_state=0, coreset=40, refine_iter=2)],  # the coreset path (both share it)
     expected_failed_checks=lambda estimator: EXPECTED_FAILED_CHECKS,
     xfail_strict=True,
 )

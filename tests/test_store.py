@@ -45,9 +45,9 @@ def make_model(seed: int = 0, n_clusters: int = 4, n_features: int = 3) -> Store
         },
         scalars={"sigma2": 0.1 + 0.2, "n_iter": 3, "lower_bound": -np.inf, "inertia": float("nan")},
         history=[
-            {"objective": 10.0 / 3.0, "n_changed": 7, "alpha": np.nan},
-            {"n_changed": 0, "alpha": 1e-300, "objective": 2.0**-1074},
-            {"objective": np.float64(1.5), "n_changed": np.int64(-2), "alpha": 5e300},
+            {"objective": 10.0 / 3.0, "n_changed": 7, "alpha": np.nan, "data": "coreset"},
+            {"n_changed": 0, "alpha": 1e-300, "objective": 2.0**-1074, "data": "full"},
+            {"objective": np.float64(1.5), "n_changed": np.int64(-2), "alpha": 5e300, "data": "fülł"},
         ],
     )
 
@@ -72,8 +72,10 @@ def assert_same_model(got: StoredModel, want: StoredModel) -> None:
 
 
 def assert_same_number(got, want) -> None:
-    """``got`` is a Python int or float of the same kind as ``want``, bit for bit."""
-    if isinstance(want, (int, np.integer)):
+    """``got`` is a Python int, float or str of the same kind as ``want``, bit for bit."""
+    if isinstance(want, str):
+        assert type(got) is str and got == want
+    elif isinstance(want, (int, np.integer)):
         assert type(got) is int and got == want
     else:
         assert type(got) is float
@@ -163,7 +165,7 @@ def test_dataset_layout():
     assert ds.attrs["daskclust_kind"] == "GaussianMixture"
     assert json.loads(ds.attrs["daskclust_params"]) == model.params
     assert list(json.loads(ds.attrs["daskclust_scalars"])) == list(model.scalars)
-    assert json.loads(ds.attrs["daskclust_history_keys"]) == ["objective", "n_changed", "alpha"]
+    assert json.loads(ds.attrs["daskclust_history_keys"]) == ["objective", "n_changed", "alpha", "data"]
     assert ds.attrs["daskclust_version"] == __version__
     assert ds.attrs["daskclust_format"] == 1
     assert "daskclust_complete" not in ds.attrs
@@ -186,6 +188,8 @@ def test_dataset_to_model_refuses_foreign_dataset():
         ({"scalars": {"name": "x"}}, "int or a float"),
         ({"history": [{"a": 1}, {"b": 1}]}, "keys"),
         ({"history": [{"a": 1}, {"a": 1.0}]}, "mixes int and float"),
+        ({"history": [{"a": "full"}, {"a": 1.0}]}, "mixes float and str"),
+        ({"history": [{"a": b"full"}]}, "int or a float"),
         ({"params": {"f": object()}}, "JSON"),
     ],
 )

@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--chunk-rows", type=int, default=None)
     fit.add_argument("--memory-budget", type=int, default=None, help="bytes of cluster memory for the data")
+    fit.add_argument("--coreset", type=int, default=None, metavar="M",
+                     help="fit on a lightweight coreset of M weighted rows, then evaluate on the full data")
+    fit.add_argument("--refine-iter", type=int, default=0, metavar="K",
+                     help="with --coreset: at most K iterations on the full data from the coreset's model")
     add_cluster_arguments(fit)
     fit.add_argument("--output", required=True, help="where to save the model (zarr); never replaces anything "
                      "but a daskclust model, and that only with --overwrite")
@@ -157,7 +161,8 @@ def cmd_fit(args) -> int:
         if args.data is None or args.clusters is None:
             raise InvalidParameterError("fit needs DATA and --clusters (or --resume CHECKPOINT)")
         params = dict(init=args.init, tol=args.tol, random_state=args.seed, chunk_rows=args.chunk_rows,
-                      memory_budget=args.memory_budget, state=args.state, **runtime)
+                      memory_budget=args.memory_budget, state=args.state, coreset=args.coreset,
+                      refine_iter=args.refine_iter, **runtime)
         if args.max_iter is not None:
             params["max_iter"] = args.max_iter
         if args.covariance_type is not None:
@@ -206,6 +211,7 @@ def cmd_info(args) -> int:
         "sigma2": float(model.sigma2_),
         "fit_time_s": float(model.fit_time_),
         "seeding_time_s": float(model.seeding_time_),
+        "coreset": model.coreset_,  # size, seconds, n_distances, total_weight of a coreset fit's construction
         "params": {k: v for k, v in model.get_params().items() if not callable(v)},
     }
     if args.json:

@@ -26,6 +26,7 @@ from .estep_op import EStepOp
 
 HISTORY_FIELDS = (
     "iteration",
+    "data",
     "free_energy",
     "quantization_error",
     "sigma2",
@@ -36,8 +37,10 @@ HISTORY_FIELDS = (
     "n_changed",
     "seconds",
 )
-"""Columns of ``history_``: free energy per point (seed 004 Eq. 7, or Eq. 15 for
-k-means), quantization error sum_n w_n min_c ||y_n - mu_c||^2 over the clusters
+"""Columns of ``history_``: the iteration (counted from 0 in each phase of a fit), the data its
+E-step saw (``"full"``, or ``"coreset"`` for the iterations of a ``coreset=`` fit on the coreset;
+see docs/algorithms.md), free energy per point (seed 004 Eq. 7, or Eq. 15 for k-means), quantization
+error sum_n w_n min_c ||y_n - mu_c||^2 over the clusters
 evaluated (for the weighted families: to the most responsible component's mean), variance
 (sigma^2, or sum_c pi_c tr(Sigma_c) / D), distances evaluated (all of them, then point-to-centre and
 centre-to-centre: in the E-step kernels, the neighbourhoods computed on the
@@ -73,6 +76,8 @@ class EMSettings:
     reg: float = 0.0
     n_init_esteps: int = 0
     seed: int = 0
+    data: str = "full"
+    """What the E-steps see ("full" or "coreset"), recorded in every history row."""
 
     @property
     def keep_state(self) -> bool:
@@ -146,6 +151,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         n_centres = int(scal[NDIST_CENTRES]) + driver_distances
         row = {
             "iteration": t,
+            "data": settings.data,
             "free_energy": free_energy,
             "quantization_error": float(scal[QE]),
             "sigma2": float(row_sigma2),

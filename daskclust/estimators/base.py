@@ -34,6 +34,7 @@ from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
 from ..seeding.ops import NearestIndex
 from .apply import apply_rows
+from .coreset_fit import check_coreset_fit, fit_with_coreset
 from .params import AnyValue, Interval, Options, ParamsMixin, RandomStateLike
 from .progress import Progress
 
@@ -113,6 +114,8 @@ COMMON_CONSTRAINTS = {
     "n_init_esteps": Interval(0, None, integer=True),
     "n_samples": Interval(1, None, integer=True),
     "state": Options(("memory", "zarr")),
+    "coreset": Interval(1, None, integer=True, allow_none=True),
+    "refine_iter": Interval(0, None, integer=True),
 }
 
 
@@ -211,11 +214,12 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             Directory (local or URL every worker reaches) where the fit saves a
             checkpoint every ``checkpoint_every`` iterations (see
             :mod:`daskclust.checkpoint`); a lost worker then costs at most
-            that many iterations. Needs ``n_init=1``: a checkpoint holds one run.
+            that many iterations. Needs ``n_init=1``: a checkpoint holds one run;
+            and ``coreset=None``: checkpoints are for fits on the full data.
         resume : str or PathLike, optional
             A checkpoint (or directory of checkpoints) to continue from, on the
             same data with the same parameters; the result equals that of an
-            uninterrupted fit. Needs ``n_init=1``.
+            uninterrupted fit. Needs ``n_init=1`` and ``coreset=None``.
         overwrite : bool, default False
             Replace an existing checkpoint directory (or ``state_store``) that
             an earlier fit left; without it such a directory is refused, unless
@@ -234,6 +238,14 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         ``random_state=seed_`` and ``n_init=1`` gives the same model); every run
         loads the data anew, and ``callback`` sees the rows of every run.
 
+        With ``coreset=m`` the fit draws m weighted rows, fits on them as above
+        (every ``n_init`` run on the coreset) and then runs once on the full
+        data from the best run's model: one pass assigning every row to its
+        nearest mean, then at most ``refine_iter`` iterations (see
+        :mod:`daskclust.estimators.coreset_fit`); the coreset is drawn with the
+        fit's seed, so ``random_state=seed_`` repeats the fit when the first run
+        was kept.
+
         If a worker holding chunks dies, the fit starts again on the remaining
         workers from the last checkpoint, or from the seeding without one; every
         step being a deterministic function of the data, the seed and the
@@ -244,6 +256,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             raise InvalidParameterError(f"checkpoint and resume need n_init=1 (got n_init={self.n_init}): "
                                         "a checkpoint holds a single run")
         C = self._n_clusters()
+        check_coreset_fit(self.coreset, C, checkpoint, resume)
         init = check_init(self._init_centres(), C)
         data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
         if not isinstance(init, str):
@@ -257,15 +270,20 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                          dtype=data.dtype) as cl:
                 check_workers_see(cl, plan.shared_inputs, error=InvalidDataError)
                 check_workers_see(cl, plan.shared_outputs)
-                result, seeding, seed_value = self._best_run(cl, data, init, plan, progress)
+                coreset = None
+                if self.coreset is None:
+                    result, seeding, seed_value = self._best_run(cl, data, init, plan, progress)
+                else:
+                    result, seeding, seed_value, coreset = fit_with_coreset(self, cl, data, init, plan, progress)
         finally:
             if plan.state_store is not None:
                 remove_store(plan.state_store)  # scratch space of this fit only
         self._set_fitted(result, seeding, data.n_features, seed_value, time.perf_counter() - t0)
+        self.coreset_ = coreset
         self.labels_ = self.predict(X)
         progress.say(
-            f"done: {self.n_iter_} iterations, free energy {result.history[-1]['free_energy']:.6g}, "
-            f"converged={self.converged_}, {self.fit_time_:.2f} s"
+            f"done: {self.n_iter_} iterations{'' if coreset is None else ' on the full data'}, free energy "
+            f"{result.history[-1]['free_energy']:.6g}, converged={self.converged_}, {self.fit_time_:.2f} s"
         )
         return self
 
@@ -329,8 +347,11 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """The parameters saved with a model or checkpoint: JSON values, runtime settings left out."""
         return {k: _jsonable(v) for k, v in self.get_params().items() if k not in RUNTIME_PARAMS}
 
-    def _run(self, client, data, init, plan: FitPlan, progress):
-        """Seed (or restore) and iterate; on a lost worker, start again from the last checkpoint."""
+    def _run(self, client, data, init, plan: FitPlan, progress, start_params: Params | None = None):
+        """Seed (or restore) and iterate; on a lost worker, start again from the last checkpoint.
+
+        ``start_params``: the parameters of the first E-step, instead of those of the seeding
+        (which then only leaves the seed labels; a coreset fit's full-data phase)."""
         resumed = plan.resumed
         for attempt in range(MAX_RECOVERIES + 1):
             search = self._search()
@@ -350,7 +371,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                         progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                         plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
                                                 "method": seeding.method}
-                        start = LoopState(0, self._initial_params(seeding))
+                        start = LoopState(0, self._initial_params(seeding) if start_params is None else start_params)
                     else:
                         restore_chunk_states(engine, resumed.url)
                         search.restore(resumed.search)
@@ -429,12 +450,17 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         params = self._model()
         arrays = {"centres": params.means, "weights": params.weights, "covariances": params.covariances}
         scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
+        coreset = getattr(self, "coreset_", None) or {}
+        scalars.update({f"coreset_{key}": coreset[key] for key in _CORESET_SCALARS if key in coreset})
         model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_))
         save_model(path, model, overwrite=overwrite, storage_options=storage_options)
 
 
 _SCALARS = ("sigma2", "n_iter", "converged", "inertia", "n_features_in", "seed", "seeding_time",
             "seeding_distances", "fit_time")
+_CORESET_SCALARS = ("size", "seconds", "n_distances", "total_weight")
+"""``coreset_``'s figures, saved as the scalars ``coreset_<name>`` by a coreset fit (optional: a model
+stored without them loads with ``coreset_ = None``)."""
 
 
 def _number(value):
@@ -497,5 +523,8 @@ def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars
     for name in _SCALARS:
         setattr(estimator, name + "_", scalars[name])
     estimator.converged_ = bool(estimator.converged_)
+    coreset = {key: scalars.get(f"coreset_{key}") for key in _CORESET_SCALARS}
+    complete = all(isinstance(v, (int, float)) and np.isfinite(v) for v in coreset.values())
+    estimator.coreset_ = coreset if complete else None  # informative only: incomplete figures are dropped
     estimator.history_ = list(history)
     return estimator

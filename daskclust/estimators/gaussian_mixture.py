@@ -73,6 +73,17 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     chunk_rows, memory_budget, state, state_store, scheduler_address, security, verbose, callback
         As in :class:`daskclust.KMeans` (default ``max_iter=100``); ``n_init`` keeps
         the run with the highest final free energy.
+    coreset : int or None, default=None
+        m: fit on a lightweight coreset of m weighted rows, then evaluate (and with
+        ``refine_iter`` refine) the model on the full data, as in :class:`daskclust.KMeans`:
+        m >= ``n_components``, m > n_samples allowed (draws with replacement); no checkpoint.
+        Cost: construction 3 passes over the data (O(N D)), then O(m C' G D) per iteration on
+        the coreset and O(N C' G D) per refining iteration (C' = ``n_truncated``). The
+        history's last rows, ``lower_bound_``, ``inertia_``, ``n_iter_`` and ``converged_``
+        are the full data's.
+    refine_iter : int, default=0
+        With ``coreset``: most truncated EM iterations on the full data from the coreset's
+        model (0: one E-step, the evaluation of the coreset model). Ignored without ``coreset``.
 
     Attributes
     ----------
@@ -89,10 +100,11 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     sigma2_ : float
         sum_c pi_c tr(Sigma_c) / D (for "isotropic", the shared variance).
     lower_bound_ : float
-        Free energy per point of the last E-step (the log-likelihood per point when C' = C).
+        Free energy per point of the last E-step (the log-likelihood per point when C' = C;
+        with ``coreset``, on the full data).
     inertia_ : float
         Sum of squared distances of the rows to the mean of their most responsible component.
-    labels_, n_iter_, converged_, history_, seeding_time_, fit_time_, seed_
+    labels_, n_iter_, converged_, history_, seeding_time_, seeding_distances_, fit_time_, seed_, coreset_
         As in :class:`daskclust.KMeans` (``labels_``: the most responsible component of each training row).
     """
 
@@ -111,9 +123,9 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     def __init__(self, n_components=1, *, covariance_type="diag", n_truncated=5, search="estimated",
                  n_neighbors=5, n_explore=None, n_init_esteps=0, n_samples=5, reg_covar=1e-6, learn_weights=None,
                  weights_init=None, means_init=None, precisions_init=None, init="k-means||", n_init=1, max_iter=100,
-                 tol=1e-4, random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5,
-                 chunk_rows=None, memory_budget=None, state="memory", state_store=None, scheduler_address=None,
-                 security=None, verbose=0, callback=None):
+                 tol=1e-4, random_state=None, coreset=None, refine_iter=0, oversampling_factor=2.0, init_rounds=5,
+                 chain_length=5, chunk_rows=None, memory_budget=None, state="memory", state_store=None,
+                 scheduler_address=None, security=None, verbose=0, callback=None):
         self._store_params(locals())
 
     # the model -------------------------------------------------------------

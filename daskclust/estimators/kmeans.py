@@ -61,6 +61,25 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         Seed of every random stream (keyed by seed, iteration and chunk): an int
         makes the fit deterministic; a RandomState / Generator gives each fit a
         seed drawn from it (so repeated fits differ); None fresh entropy.
+    coreset : int or None, default=None
+        m: fit on a lightweight coreset of m weighted rows instead of the data (seed 003,
+        :class:`daskclust.transforms.LightweightCoreset`, drawn with the fit's seed), then
+        evaluate (and with ``refine_iter`` refine) that model on the full data. m must be at
+        least ``n_clusters``; m larger than n_samples is allowed (rows are drawn with
+        replacement: the coreset then repeats rows, and costs more than the data would).
+        Every run of ``n_init`` is on the coreset; the full-data phase runs once, from the best.
+        Cost: the construction reads the data in 3 passes (N distances to the mean, and N
+        again where pass 3 draws, counted in ``coreset_``), the fit on it O(m C' G D) per
+        iteration (C' = 1 here), each refining iteration O(N C' G D), as one of a plain fit.
+        ``history_`` holds the coreset's iterations (``"data": "coreset"``), then the full
+        data's (``"full"``); ``inertia_``, ``n_iter_``, ``converged_`` and the final free energy
+        are the full data's. Not with ``checkpoint`` / ``resume`` (a coreset fit is short).
+    refine_iter : int, default=0
+        With ``coreset``: most truncated EM iterations (M-steps) on the full data, starting
+        from the coreset's model with K(n) rebuilt from each row's nearest centre; fewer when
+        converged (``tol``). 0 runs a single E-step on the full data, the evaluation of the
+        coreset model (``n_iter_ = 0``, ``converged_ = False``). Ignored without ``coreset``;
+        ``max_iter`` and ``n_init_esteps`` apply to the fit on the coreset.
     oversampling_factor, init_rounds : float, int, default=2.0, 5
         k-means|| oversampling l = oversampling_factor * C and number of rounds.
     chain_length : int, default=5
@@ -107,18 +126,27 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     history_ : list of dict
         One row per iteration, see :data:`daskclust.em.loop.HISTORY_FIELDS`.
     seeding_time_, fit_time_ : float
-        Seconds spent seeding and in the whole fit.
+        Seconds spent seeding and in the whole fit (with ``coreset``: the seeding on the
+        coreset plus the pass assigning the full data to its centres, and the fit includes
+        the construction).
+    seeding_distances_ : int
+        Distances the seeding evaluated (with ``coreset``: the same two parts).
     seed_ : int
-        Seed of the kept run.
+        Seed of the kept run (with ``coreset``, the coreset is drawn with the fit's seed,
+        the first of the runs').
+    coreset_ : dict or None
+        With ``coreset``: ``size`` (m), ``seconds`` and ``n_distances`` of the construction,
+        ``total_weight`` (the coreset's weight sum, an unbiased estimate of the data's); None
+        otherwise.
     """
 
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
 
     def __init__(self, n_clusters=8, *, search="estimated", n_neighbors=5, n_explore=1, n_init_esteps=0,
                  n_samples=5, init="k-means||", n_init=1, max_iter=300, tol=1e-5, random_state=None,
-                 oversampling_factor=2.0, init_rounds=5, chain_length=5, chunk_rows=None, memory_budget=None,
-                 state="memory", state_store=None, scheduler_address=None, security=None, verbose=0,
-                 callback=None):
+                 coreset=None, refine_iter=0, oversampling_factor=2.0, init_rounds=5, chain_length=5,
+                 chunk_rows=None, memory_budget=None, state="memory", state_store=None, scheduler_address=None,
+                 security=None, verbose=0, callback=None):
         self._store_params(locals())
 
     def _n_clusters(self) -> int:

@@ -26,6 +26,11 @@ class Progress:
         self.t0 = time.perf_counter()
         self.iter_seconds: list[float] = []
 
+    def phase(self, nbytes: int, max_rows: int) -> None:
+        """A new phase of the fit (a coreset fit's coreset, then the full data): its data's bytes,
+        its most iterations; the pace starts anew."""
+        self.nbytes, self.max_rows, self.iter_seconds = nbytes, max_rows, []
+
     def say(self, message: str) -> None:
         if self.verbose:
             print(message, file=self.stream, flush=True)

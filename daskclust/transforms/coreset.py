@@ -1,4 +1,4 @@
-"""Lightweight coresets (seed 003, after Bachem, Lucic and Krause): two passes, m rows with weights.
+"""Lightweight coresets (seed 003, after Bachem, Lucic and Krause): three passes, m rows with weights.
 
 With input weights w (1 when unweighted), W = sum_x w(x), the weighted mean mu (pass 1) and
 d(x) = ||x - mu||, every row gets the sampling probability
@@ -15,6 +15,7 @@ depend on the number of workers. Weighted input works, so a coreset of a coreset
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,19 +59,21 @@ def squared_distances(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
 
 @dataclass
 class MassOp:
-    """Pass 2: per chunk, (W_k, S_k = sum_{x in k} w(x) d(x)^2), in a (n_chunks, 2) array (summed on the
-    driver in chunk order, like :class:`MomentsOp`)."""
+    """Pass 2: per chunk, (W_k, S_k = sum_{x in k} w(x) d(x)^2, distances evaluated), in a (n_chunks, 3)
+    array (summed on the driver in chunk order, like :class:`MomentsOp`)."""
 
     mean: np.ndarray
     n_chunks: int
 
     def new_acc(self) -> np.ndarray:
-        return np.zeros((self.n_chunks, 2))
+        return np.zeros((self.n_chunks, 3))
 
     def run(self, chunk: Chunk, acc: np.ndarray) -> None:
         w = chunk_weights(chunk)
+        d2 = squared_distances(chunk.X, self.mean)
         acc[chunk.index, 0] += w.sum()
-        acc[chunk.index, 1] += w @ squared_distances(chunk.X, self.mean)
+        acc[chunk.index, 1] += w @ d2
+        acc[chunk.index, 2] += len(d2)
 
     @staticmethod
     def merge(a, b):
@@ -132,33 +135,57 @@ class LightweightCoreset:
     Parameters
     ----------
     size : int
-        m, rows drawn (with replacement: a row may appear more than once).
+        m, rows drawn (with replacement: a row may appear more than once; m may exceed
+        the number of rows).
     random_state : int, default=0
         Seed of the draws (keyed by chunk: the result does not depend on the workers).
 
     ``fit_transform(X, sample_weight=None, client=None)`` returns ``(rows (m, D) float64,
     weights (m,))``, rows in their source order.
+
+    Attributes (set by ``fit_transform`` / ``transform_engine``)
+    ------------------------------------------------------------
+    n_distances_ : int
+        Row-to-mean distances evaluated: one per row in pass 2, plus one per row of every
+        chunk that draws at least one row in pass 3 (its q is computed again there).
+    seconds_ : float
+        Wall-clock seconds of the three passes.
     """
 
     def __init__(self, size: int, *, random_state: int = 0):
         self.size = size
         self.random_state = random_state
 
-    def fit_transform(self, X, sample_weight=None, *, client=None, chunk_rows=None):
+    def check_size(self) -> None:
+        """Refuse a size that is not a positive integer (before any work)."""
         if isinstance(self.size, bool) or not isinstance(self.size, (int, np.integer)) or self.size < 1:
             raise InvalidParameterError(f"size must be a positive integer, got {self.size!r}")
+
+    def fit_transform(self, X, sample_weight=None, *, client=None, chunk_rows=None):
+        self.check_size()
         data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, min_samples=1)
         with connect(client, None) as cl, Engine(data, cl) as engine:
-            moments = engine.map_reduce(MomentsOp(data.n_features, data.n_chunks)).sum(axis=0)
-            W = float(moments[0])
-            if W <= 0:
-                raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
-            mean = moments[1:] / W
-            masses = engine.map_reduce(MassOp(mean, data.n_chunks))
-            S = float(masses[:, 1].sum())
-            chunk_mass = masses[:, 0] / (2 * W) + (masses[:, 1] / (2 * S) if S > 0 else masses[:, 0] / (2 * W))
-            rng = np.random.default_rng(stream_key(self.random_state, STREAM_CORESET_SPLIT))
-            counts = rng.multinomial(self.size, chunk_mass / chunk_mass.sum())
-            drawn = engine.map_reduce(DrawOp(mean, W, S, counts, self.size, self.random_state))
+            return self.transform_engine(engine)
+
+    def transform_engine(self, engine: Engine):
+        """The three passes on an open :class:`~daskclust.engine.engine.Engine` over the data
+        (what ``fit_transform`` runs, for callers that already hold one)."""
+        self.check_size()
+        t0 = time.perf_counter()
+        data = engine.data
+        moments = engine.map_reduce(MomentsOp(data.n_features, data.n_chunks)).sum(axis=0)
+        W = float(moments[0])
+        if W <= 0:
+            raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
+        mean = moments[1:] / W
+        masses = engine.map_reduce(MassOp(mean, data.n_chunks))
+        S = float(masses[:, 1].sum())
+        chunk_mass = masses[:, 0] / (2 * W) + (masses[:, 1] / (2 * S) if S > 0 else masses[:, 0] / (2 * W))
+        rng = np.random.default_rng(stream_key(self.random_state, STREAM_CORESET_SPLIT))
+        counts = rng.multinomial(self.size, chunk_mass / chunk_mass.sum())
+        drawn = engine.map_reduce(DrawOp(mean, W, S, counts, self.size, self.random_state))
+        # pass 3 evaluates q, hence d(x), on every row of the chunks that draw (DrawOp.run)
+        self.n_distances_ = int(masses[:, 2].sum()) + int(np.diff(data.bounds)[counts > 0].sum())
+        self.seconds_ = time.perf_counter() - t0
         order = np.lexsort((drawn["draw"], drawn["row"]))
         return drawn["X"][order], drawn["w"][order]
