@@ -6,7 +6,7 @@
 
 __version__ = "0.1.0"
 
-from .estimators import GaussianMixture, KMeans  # noqa: E402
+from .estimators import GaussianMixture, KMeans, SketchedGaussianMixture  # noqa: E402
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError  # noqa: E402
 
 
@@ -22,10 +22,11 @@ def load(path, *, storage_options=None):
     from .store import load_model
 
     stored = load_model(path, storage_options=storage_options)
-    classes = {"KMeans": KMeans, "GaussianMixture": GaussianMixture}
+    classes = {"KMeans": KMeans, "GaussianMixture": GaussianMixture,
+               "SketchedGaussianMixture": SketchedGaussianMixture}
     if stored.kind not in classes:
         raise ModelStoreError(f"{path!r} holds a model of unknown kind {stored.kind!r}")
     return restore(classes[stored.kind], stored.params, stored.arrays, stored.scalars, stored.history, repr(path))
 
 
-__all__ = ["KMeans", "GaussianMixture", "load", "InvalidDataError", "InvalidParameterError", "NotFittedError"]
+__all__ = ["KMeans", "GaussianMixture", "SketchedGaussianMixture", "load", "InvalidDataError", "InvalidParameterError", "NotFittedError"]

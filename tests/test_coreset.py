@@ -8,7 +8,7 @@ import pytest
 from daskclust.engine.ops import Chunk
 from daskclust.errors import InvalidDataError, InvalidParameterError
 from daskclust.transforms import LightweightCoreset
-from daskclust.transforms.coreset import DrawOp, MassOp, MomentsOp
+from daskclust.transforms.coreset import DrawOp, MassOp, MomentsOp, RowGeometry
 from conftest import birch
 
 
@@ -23,13 +23,13 @@ def draw_in_process(X, w, size, seed, n_chunks=3):
             op.run(chunk, acc)
         return acc
 
-    moments = run(MomentsOp(X.shape[1], n_chunks)).sum(axis=0)
+    moments = run(MomentsOp(RowGeometry(X.shape[1]), n_chunks)).sum(axis=0)
     W, mean = moments[0], moments[1:] / moments[0]
-    masses = run(MassOp(mean, n_chunks))
+    masses = run(MassOp(mean, n_chunks, RowGeometry(X.shape[1])))
     S = masses[:, 1].sum()
     mass = masses[:, 0] / (2 * W) + masses[:, 1] / (2 * S)
     counts = np.random.default_rng(seed).multinomial(size, mass / mass.sum())
-    out = run(DrawOp(mean, W, S, counts, size, seed))
+    out = run(DrawOp(mean, W, S, counts, size, seed, RowGeometry(X.shape[1])))
     return out["X"], out["w"]
 
 

@@ -162,7 +162,7 @@ def test_bytes_read_counts_what_the_workers_read(client, tmp_path):
     import zarr
 
     from daskclust.data import as_chunked_data
-    from daskclust.transforms.coreset import MomentsOp
+    from daskclust.transforms.coreset import MomentsOp, RowGeometry
 
     X = np.random.default_rng(0).normal(size=(3000, 8)).astype(np.float32)
     zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(500, 8))
@@ -170,13 +170,13 @@ def test_bytes_read_counts_what_the_workers_read(client, tmp_path):
     for persist, reads in ((False, 3), (True, 1)):
         with Engine(data, client, persist=persist) as engine:
             for _ in range(3):
-                engine.map_reduce(MomentsOp(8, data.n_chunks))
+                engine.map_reduce(MomentsOp(RowGeometry(8), data.n_chunks))
             assert engine.bytes_read() == reads * X.nbytes
     sketched = Sketch(3, random_state=1).fit_transform(str(tmp_path / "x.zarr"), client=client,
                                                         output=tmp_path / "s.zarr")
     assert sketched.values.dtype == np.float32 and sketched.indices.dtype == np.uint8
     packed = sketched.chunked()
     with Engine(packed, client, persist=False) as engine:
-        engine.map_reduce(MomentsOp(packed.n_features, packed.n_chunks))
-        engine.map_reduce(MomentsOp(packed.n_features, packed.n_chunks))
+        engine.map_reduce(MomentsOp(RowGeometry(packed.n_features), packed.n_chunks))
+        engine.map_reduce(MomentsOp(RowGeometry(packed.n_features), packed.n_chunks))
         assert engine.bytes_read() == 2 * 3000 * 3 * (4 + 1)

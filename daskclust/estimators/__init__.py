@@ -2,5 +2,6 @@
 
 from .gaussian_mixture import GaussianMixture
 from .kmeans import KMeans
+from .sketched import SketchedGaussianMixture
 
-__all__ = ["KMeans", "GaussianMixture"]
+__all__ = ["KMeans", "GaussianMixture", "SketchedGaussianMixture"]

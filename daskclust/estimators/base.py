@@ -180,6 +180,27 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     def _check_initial_params(self, n_clusters: int, n_features: int) -> None:
         """Refuse given initial parameters that do not fit the data, before any work."""
 
+    def _chunked(self, X, sample_weight):
+        """The training data as the engine's :class:`~daskclust.data.ChunkedData`, checked before any work."""
+        return as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=self._n_clusters())
+
+    def _model_features(self, data) -> int:
+        """The dimension of the model's means (the data's rows, unless they are sketches)."""
+        return data.n_features
+
+    def _seed(self, engine, init, seed_value: int):
+        """Choose the initial centres on the engine (leaving each row's seed label): the
+        :class:`~daskclust.seeding.SeedResult` and the parameters of the first E-step."""
+        seeding = seed(engine, init, self._n_clusters(), seed=seed_value, oversampling_factor=self.oversampling_factor,
+                       init_rounds=self.init_rounds, chain_length=self.chain_length)
+        return seeding, self._initial_params(seeding)
+
+    def _coreset_builder(self, seed_value: int):
+        """The :class:`~daskclust.transforms.LightweightCoreset` of a ``coreset=m`` fit."""
+        from ..transforms import LightweightCoreset
+
+        return LightweightCoreset(self.coreset, random_state=seed_value)
+
     def _initial_params(self, seeding) -> Params:
         """The parameters of the first E-step, from the seeding."""
         return self._family().initial_params(seeding.centres, seeding.sigma2, self._reg())
@@ -258,13 +279,15 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         C = self._n_clusters()
         check_coreset_fit(self.coreset, C, checkpoint, resume)
         init = check_init(self._init_centres(), C)
-        data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
+        data = self._chunked(X, sample_weight)
+        n_features = self._model_features(data)
         if not isinstance(init, str):
-            check_init(init, C, data.n_features)
-        self._check_initial_params(C, data.n_features)
+            check_init(init, C, n_features)
+        self._check_initial_params(C, n_features)
         plan = self._plan(data, X, checkpoint, checkpoint_every, resume, overwrite)
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
         t0 = time.perf_counter()
+        self.bytes_read_ = 0
         try:
             with connect(client, self.scheduler_address, security=self.security, announce=progress.say,
                          dtype=data.dtype) as cl:
@@ -278,7 +301,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         finally:
             if plan.state_store is not None:
                 remove_store(plan.state_store)  # scratch space of this fit only
-        self._set_fitted(result, seeding, data.n_features, seed_value, time.perf_counter() - t0)
+        self._set_fitted(result, seeding, n_features, seed_value, time.perf_counter() - t0)
         self.coreset_ = coreset
         self.labels_ = self.predict(X)
         progress.say(
@@ -365,19 +388,18 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                         f"{len(engine.shards)} worker(s), {'persisted' if engine.persisted else 'streamed'}"
                     )
                     if resumed is None:
-                        seeding = seed(engine, init, self._n_clusters(), seed=plan.settings.seed,
-                                       oversampling_factor=self.oversampling_factor, init_rounds=self.init_rounds,
-                                       chain_length=self.chain_length)
+                        seeding, params = self._seed(engine, init, plan.settings.seed)
                         progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                         plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
                                                 "method": seeding.method}
-                        start = LoopState(0, self._initial_params(seeding) if start_params is None else start_params)
+                        start = LoopState(0, params if start_params is None else start_params)
                     else:
                         restore_chunk_states(engine, resumed.url)
                         search.restore(resumed.search)
                         start = resumed.state
                         progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
                     result = run_em(engine, start, plan.settings, search, progress.row, plan.checkpointer)
+                    self.bytes_read_ += engine.bytes_read()
                 return result, plan.meta["seeding"]
             except WorkerLost as lost:
                 if attempt == MAX_RECOVERIES:
@@ -407,6 +429,17 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     def _model(self) -> Params:
         """The fitted model's parameters."""
         raise NotImplementedError
+
+    def _stored_arrays(self) -> dict:
+        """Arrays a subclass saves with the model besides its parameters."""
+        return {}
+
+    def _stored_scalars(self) -> dict:
+        """Scalars a subclass saves with the model besides :data:`_SCALARS`."""
+        return {}
+
+    def _restore_stored(self, arrays: dict, scalars: dict, where: str) -> None:
+        """Take back what :meth:`_stored_arrays` and :meth:`_stored_scalars` saved (after the model is set)."""
 
     # applying -------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -450,6 +483,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         params = self._model()
         arrays = {"centres": params.means, "weights": params.weights, "covariances": params.covariances}
         scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
+        arrays.update(self._stored_arrays())
+        scalars.update(self._stored_scalars())
         coreset = getattr(self, "coreset_", None) or {}
         scalars.update({f"coreset_{key}": coreset[key] for key in _CORESET_SCALARS if key in coreset})
         model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_))
@@ -458,7 +493,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
 
 _SCALARS = ("sigma2", "n_iter", "converged", "inertia", "n_features_in", "seed", "seeding_time",
             "seeding_distances", "fit_time")
-_CORESET_SCALARS = ("size", "seconds", "n_distances", "total_weight")
+_CORESET_SCALARS = ("size", "seconds", "n_distances", "total_weight", "assignment_distances")
 """``coreset_``'s figures, saved as the scalars ``coreset_<name>`` by a coreset fit (optional: a model
 stored without them loads with ``coreset_ = None``)."""
 
@@ -527,4 +562,5 @@ def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars
     complete = all(isinstance(v, (int, float)) and np.isfinite(v) for v in coreset.values())
     estimator.coreset_ = coreset if complete else None  # informative only: incomplete figures are dropped
     estimator.history_ = list(history)
+    estimator._restore_stored(arrays, scalars, where)
     return estimator

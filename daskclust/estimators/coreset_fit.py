@@ -20,7 +20,6 @@ from ..data import as_chunked_data
 from ..em.loop import EMResult
 from ..engine.engine import Engine
 from ..errors import InvalidParameterError
-from ..transforms import LightweightCoreset
 
 
 class CoresetFit(NamedTuple):
@@ -49,7 +48,7 @@ def fit_with_coreset(estimator, client, data, init, plan, progress) -> CoresetFi
     """Phase 1 and phase 2 (module docstring) of ``estimator``'s fit on ``data`` (a
     :class:`~daskclust.data.ChunkedData`), in the fit's cluster connection."""
     m = estimator.coreset
-    builder = LightweightCoreset(m, random_state=plan.settings.seed)
+    builder = estimator._coreset_builder(plan.settings.seed)
     with Engine(data, client, memory_budget=estimator.memory_budget) as engine:
         rows, weights = builder.transform_engine(engine)
     coreset = {"size": m, "seconds": builder.seconds_, "n_distances": builder.n_distances_,
@@ -68,6 +67,7 @@ def fit_with_coreset(estimator, client, data, init, plan, progress) -> CoresetFi
     progress.say(f"full data: {estimator.refine_iter} refining iteration(s) at most")
     second, assignment = estimator._run(client, data, first.params.means, replace(plan, settings=refine), progress,
                                         start_params=first.params)
+    coreset["assignment_distances"] = assignment["n_distances"]  # phase 2's first pass
     seeding = {"seconds": seeding["seconds"] + assignment["seconds"],
                "n_distances": seeding["n_distances"] + assignment["n_distances"], "method": seeding["method"]}
     return CoresetFit(replace(second, history=first.history + second.history), seeding, seed_value, coreset)

@@ -5,6 +5,6 @@ preconditioned entries per row)."""
 from __future__ import annotations
 
 from .coreset import LightweightCoreset
-from .sketch import Sketch, SketchedData, SketchTransform
+from .sketch import Sketch, SketchedData, SketchGeometry, SketchTransform
 
-__all__ = ["LightweightCoreset", "Sketch", "SketchedData", "SketchTransform"]
+__all__ = ["LightweightCoreset", "Sketch", "SketchedData", "SketchGeometry", "SketchTransform"]

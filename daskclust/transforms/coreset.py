@@ -30,31 +30,47 @@ from ..names import STREAM_CORESET_ROWS, STREAM_CORESET_SPLIT
 from ..seeding.ops import chunk_weights
 
 
+class RowGeometry:
+    """How the coreset measures dense rows: the weighted mean and squared Euclidean distances to it.
+    (:class:`~daskclust.transforms.sketch.SketchGeometry` does the same for sketched rows.)"""
+
+    def __init__(self, n_features: int):
+        self.n_features = n_features
+        self.width = n_features
+        self.row_width = n_features
+
+    def sums(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """What pass 1 adds up per chunk besides the weight: sum_x w(x) x."""
+        return w @ np.asarray(X, dtype=np.float64)
+
+    def mean(self, sums: np.ndarray, total_weight: float) -> np.ndarray:
+        return sums / total_weight
+
+    def squared_distances(self, X: np.ndarray, mean: np.ndarray) -> np.ndarray:
+        diff = np.asarray(X, dtype=np.float64) - mean
+        return np.einsum("nd,nd->n", diff, diff)
+
+
 @dataclass
 class MomentsOp:
-    """Pass 1: per chunk, (W_k, sum_{x in k} w(x) x), in a (n_chunks, D + 1) array. Kept per chunk
+    """Pass 1: per chunk, (W_k, the geometry's sums), in a (n_chunks, 1 + width) array. Kept per chunk
     and summed on the driver in chunk order, so the mean is the same bits whatever the merge tree."""
 
-    n_features: int
+    geometry: RowGeometry
     n_chunks: int
 
     def new_acc(self) -> np.ndarray:
-        return np.zeros((self.n_chunks, self.n_features + 1))
+        return np.zeros((self.n_chunks, self.geometry.width + 1))
 
     def run(self, chunk: Chunk, acc: np.ndarray) -> None:
         w = chunk_weights(chunk)
         acc[chunk.index, 0] += w.sum()
-        acc[chunk.index, 1:] += w @ np.asarray(chunk.X, dtype=np.float64)
+        acc[chunk.index, 1:] += self.geometry.sums(chunk.X, w)
 
     @staticmethod
     def merge(a, b):
         a += b
         return a
-
-
-def squared_distances(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    diff = np.asarray(X, dtype=np.float64) - mean
-    return np.einsum("nd,nd->n", diff, diff)
 
 
 @dataclass
@@ -64,13 +80,14 @@ class MassOp:
 
     mean: np.ndarray
     n_chunks: int
+    geometry: RowGeometry
 
     def new_acc(self) -> np.ndarray:
         return np.zeros((self.n_chunks, 3))
 
     def run(self, chunk: Chunk, acc: np.ndarray) -> None:
         w = chunk_weights(chunk)
-        d2 = squared_distances(chunk.X, self.mean)
+        d2 = self.geometry.squared_distances(chunk.X, self.mean)
         acc[chunk.index, 0] += w.sum()
         acc[chunk.index, 1] += w @ d2
         acc[chunk.index, 2] += len(d2)
@@ -92,15 +109,16 @@ class DrawOp:
     counts: np.ndarray
     size: int
     seed: int
+    geometry: RowGeometry
 
     def new_acc(self) -> dict:
-        D = len(self.mean)
+        D = self.geometry.row_width
         return {"row": np.zeros(0, dtype=np.int64), "draw": np.zeros(0, dtype=np.int64),
                 "X": np.zeros((0, D)), "w": np.zeros(0)}
 
     def q(self, chunk: Chunk) -> np.ndarray:
         w = chunk_weights(chunk)
-        d2 = squared_distances(chunk.X, self.mean)
+        d2 = self.geometry.squared_distances(chunk.X, self.mean)
         spread = w * d2 / (2.0 * self.total_sq) if self.total_sq > 0 else w / (2.0 * self.total_weight)
         return w / (2.0 * self.total_weight) + spread
 
@@ -152,9 +170,10 @@ class LightweightCoreset:
         Wall-clock seconds of the three passes.
     """
 
-    def __init__(self, size: int, *, random_state: int = 0):
+    def __init__(self, size: int, *, random_state: int = 0, geometry: RowGeometry | None = None):
         self.size = size
         self.random_state = random_state
+        self.geometry = geometry
 
     def check_size(self) -> None:
         """Refuse a size that is not a positive integer (before any work)."""
@@ -173,17 +192,18 @@ class LightweightCoreset:
         self.check_size()
         t0 = time.perf_counter()
         data = engine.data
-        moments = engine.map_reduce(MomentsOp(data.n_features, data.n_chunks)).sum(axis=0)
+        geometry = self.geometry or RowGeometry(data.n_features)
+        moments = engine.map_reduce(MomentsOp(geometry, data.n_chunks)).sum(axis=0)
         W = float(moments[0])
         if W <= 0:
             raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
-        mean = moments[1:] / W
-        masses = engine.map_reduce(MassOp(mean, data.n_chunks))
+        mean = geometry.mean(moments[1:], W)
+        masses = engine.map_reduce(MassOp(mean, data.n_chunks, geometry))
         S = float(masses[:, 1].sum())
         chunk_mass = masses[:, 0] / (2 * W) + (masses[:, 1] / (2 * S) if S > 0 else masses[:, 0] / (2 * W))
         rng = np.random.default_rng(stream_key(self.random_state, STREAM_CORESET_SPLIT))
         counts = rng.multinomial(self.size, chunk_mass / chunk_mass.sum())
-        drawn = engine.map_reduce(DrawOp(mean, W, S, counts, self.size, self.random_state))
+        drawn = engine.map_reduce(DrawOp(mean, W, S, counts, self.size, self.random_state, geometry))
         # pass 3 evaluates q, hence d(x), on every row of the chunks that draw (DrawOp.run)
         self.n_distances_ = int(masses[:, 2].sum()) + int(np.diff(data.bounds)[counts > 0].sum())
         self.seconds_ = time.perf_counter() - t0

@@ -140,6 +140,41 @@ def pack(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
                                            np.asarray(indices, dtype=np.float64)]))
 
 
+class SketchGeometry:
+    """How a lightweight coreset measures packed sketch rows (:class:`~daskclust.transforms.coreset.RowGeometry`'s
+    interface): the mean in the P-dimensional preconditioned space, feature by feature over the rows
+    that kept it, mean_p = sum_x w(x) y_p [p kept] / sum_x w(x) [p kept], and the squared distance to it
+    estimated from the kept entries, (P / Q) sum_q (y_q - mean_{i_q})^2. Any positive estimate keeps
+    the coreset's weighted sums unbiased (they are importance weights); this one is unbiased for
+    the distance itself when the kept features are uniform (Q_S = 0)."""
+
+    def __init__(self, n_features: int, n_kept: int):
+        self.n_features, self.n_kept = n_features, n_kept
+        self.width = 2 * n_features
+        self.row_width = 2 * n_kept
+
+    def _split(self, X):
+        Q = self.n_kept
+        X = np.asarray(X, dtype=np.float64)
+        return X[:, :Q], X[:, Q:].astype(np.int64)
+
+    def sums(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
+        values, idx = self._split(X)
+        P = self.n_features
+        weighted = np.bincount(idx.ravel(), weights=(w[:, None] * values).ravel(), minlength=P)
+        counts = np.bincount(idx.ravel(), weights=np.repeat(w, self.n_kept), minlength=P)
+        return np.concatenate([weighted, counts])
+
+    def mean(self, sums: np.ndarray, total_weight: float) -> np.ndarray:
+        P = self.n_features
+        counts = sums[P:]
+        return np.divide(sums[:P], counts, out=np.zeros(P), where=counts > 0)
+
+    def squared_distances(self, X: np.ndarray, mean: np.ndarray) -> np.ndarray:
+        values, idx = self._split(X)
+        return (values - mean[idx]) ** 2 @ np.full(self.n_kept, self.n_features / self.n_kept)
+
+
 @dataclass(frozen=True, eq=False)
 class SketchedData:
     """A sketch: values and indices (numpy arrays, or zarr arrays of a sketch store), the optional

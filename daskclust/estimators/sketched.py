@@ -1,0 +1,257 @@
+"""SketchedGaussianMixture: SGMM (seed 002), a diagonal or spherical mixture fitted on sketches by truncated EM."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..data import as_chunked_data
+from ..engine.cluster import connect
+from ..errors import InvalidDataError, InvalidParameterError
+from ..kernels.estep import N_SCALARS, estep_full
+from ..models import FAMILIES
+from ..models.sketched import SketchedFamily
+from ..seeding.sketch import seed_sketches
+from ..transforms.sketch import PRECONDITIONS, Sketch, SketchedData, pack
+from .apply import ROW_BLOCK
+from .coreset_fit import check_coreset_fit
+from .gaussian_mixture import GaussianMixture
+from .inference import MixtureIndex
+from .params import AnyValue, Interval, Options
+
+
+class SketchedGaussianMixture(GaussianMixture):
+    """Sparsified Gaussian mixture (SGMM, seed 002): EM on sketches of Q of the P preconditioned features.
+
+    ``fit(X)`` sketches the raw rows in one pass (:class:`daskclust.transforms.Sketch`: random sign
+    flips, orthonormal DCT, Q entries kept per row, Q_S of them shared) and fits a diagonal or
+    spherical mixture in the full P-dimensional preconditioned space from the sketches alone
+    (seed 002 Eqs. 17, 19, 27, 28; :mod:`daskclust.models.sketched`). ``fit`` also takes a
+    :class:`~daskclust.transforms.SketchedData` made earlier, in memory or in a zarr sketch store:
+    the raw data are then never read. The E-step is truncated like :class:`GaussianMixture`'s: cost
+    O(N C' G Q) per iteration with the estimated neighbourhoods, O(N C Q) with ``n_truncated=None``
+    and ``search="full"`` (seed 002's SGMM exactly).
+
+    A separate estimator, not a ``sketch=`` option of :class:`GaussianMixture`: its covariances live
+    in the preconditioned space (a diagonal there is not diagonal in the raw space), its training
+    data are sketches, and its parameters (Q, Q_S, preconditioning) mean nothing to the other
+    families. Everything else is inherited: truncation, searches, ``n_init``, ``coreset`` (a
+    coreset of the sketched rows), predict / score on raw rows.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+    covariance_type : {"diag", "spherical"}, default="diag"
+        seed 002's two tractable cases (a full covariance would need a Q x Q inverse per row
+        and component).
+    n_kept : int or float, default=0.1
+        Q, entries kept per row: an int, or a fraction of P in (0, 1] (rounded up).
+    n_shared : int, default=0
+        Q_S, entries every row keeps (seed 002 Sec. IV-C).
+    precondition : {"dct", "none"}, default="dct"
+    Other parameters
+        As in :class:`GaussianMixture`. ``means_init`` is given in the raw space; ``precisions_init``
+        in the preconditioned space. Without ``means_init`` the seeding is k-means++ on a sample of
+        sketches followed by the hard bootstrap (:mod:`daskclust.seeding.sketch`); ``init`` is
+        ignored.
+
+    Attributes
+    ----------
+    means_ : ndarray of shape (C, P)
+        The means in the raw space (D H^T mu~, the preconditioning inverted).
+    centres_ : ndarray of shape (C, P)
+        The means in the preconditioned space, where the model is fitted.
+    covariances_, precisions_ : ndarray
+        In the preconditioned space: (C, P) for "diag", (C,) for "spherical" (a spherical
+        covariance is the same in both spaces).
+    sketch_transform_ : SketchTransform
+        The preconditioning and sampling of the fit (signs, shared features, Q).
+    Others as in :class:`GaussianMixture`; ``inertia_`` and ``history_`` are measured on the
+    sketches (squared distances over the kept entries, likelihood of the kept entries).
+    """
+
+    _constraints = {
+        **GaussianMixture._constraints,
+        "covariance_type": Options(("diag", "spherical")),
+        "n_kept": AnyValue(),
+        "n_shared": Interval(0, None, integer=True),
+        "precondition": Options(PRECONDITIONS),
+    }
+
+    def __init__(self, n_components=1, *, covariance_type="diag", n_kept=0.1, n_shared=0, precondition="dct",
+                 n_truncated=5, search="estimated", n_neighbors=5, n_explore=None, n_init_esteps=0, n_samples=5,
+                 reg_covar=1e-6, learn_weights=None, weights_init=None, means_init=None, precisions_init=None,
+                 init="k-means||", n_init=1, max_iter=100, tol=1e-4, random_state=None, oversampling_factor=2.0,
+                 init_rounds=5, chain_length=5, coreset=None, refine_iter=0, chunk_rows=None, memory_budget=None,
+                 state="memory", state_store=None, scheduler_address=None, security=None, verbose=0, callback=None):
+        self._store_params(locals())
+
+    # the sketch ---------------------------------------------------------------
+    def sketcher(self, n_features: int) -> Sketch:
+        """The :class:`Sketch` this estimator applies to raw rows of ``n_features`` features."""
+        q = self.n_kept
+        if isinstance(q, bool) or not isinstance(q, (int, np.integer, float, np.floating)):
+            raise InvalidParameterError(f"n_kept must be an int or a fraction in (0, 1], got {q!r}")
+        if isinstance(q, (float, np.floating)):
+            if not 0 < q <= 1:
+                raise InvalidParameterError(f"n_kept as a fraction of the features must be in (0, 1], got {q}")
+            q = max(1, math.ceil(q * n_features))
+        seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
+        sketch = Sketch(int(q), n_shared=int(self.n_shared), precondition=self.precondition, random_state=int(seed))
+        sketch.check(n_features)
+        return sketch
+
+    def fit(self, X, y=None, sample_weight=None, *, client=None, sketch_output=None, **kwargs):
+        """Fit on raw rows ``X`` (sketched here in one pass: in memory, or into the zarr sketch store
+        ``sketch_output``) or on a :class:`~daskclust.transforms.SketchedData`. Other keywords as in
+        :meth:`GaussianMixture.fit`. Parameters are checked against the data before any work."""
+        self._validate_params()
+        if isinstance(X, SketchedData):
+            if sample_weight is not None:
+                raise InvalidParameterError("a sketch carries its rows' weights: pass sample_weight when sketching")
+            self._sketched = X
+            return super().fit(X, client=client, **kwargs)
+        sketcher = self.sketcher(as_chunked_data(X, sample_weight).n_features)
+        self._check_initial_params(self._n_clusters(), as_chunked_data(X).n_features)
+        check_coreset_fit(self.coreset, self._n_clusters(), kwargs.get("checkpoint"), kwargs.get("resume"))
+        with connect(client, self.scheduler_address, security=self.security) as cl:
+            self._sketched = sketcher.fit_transform(X, sample_weight, client=cl, output=sketch_output,
+                                                    chunk_rows=self.chunk_rows)
+            return super().fit(self._sketched, client=cl, **kwargs)
+
+    # hooks of the fit ---------------------------------------------------------
+    def _family(self):
+        transform = getattr(self, "_sketched", None) or getattr(self, "sketch_transform_", None)
+        q = transform.n_kept if transform is not None else 1  # before a fit: only the layout matters
+        family = SketchedFamily(self.covariance_type, q)
+        return family if self.learn_weights is None else family.with_weights(bool(self.learn_weights))
+
+    def _dense_family(self):
+        """The same mixture on whole preconditioned rows (predict, score)."""
+        return FAMILIES[self.covariance_type]
+
+    def _chunked(self, X, sample_weight):
+        return X.chunked(self.chunk_rows, min_samples=self._n_clusters())
+
+    def _model_features(self, data) -> int:
+        return self._sketched.n_features
+
+    def _seed(self, engine, init, seed_value):
+        """k-means++ on sketches and the hard bootstrap (:mod:`daskclust.seeding.sketch`), or the
+        given means: ``init`` as an array (already in the preconditioned space: a coreset fit's
+        second phase), else ``means_init`` (raw space, preconditioned here)."""
+        transform = self._sketched.transform
+        centres = None
+        if isinstance(init, np.ndarray):
+            centres = init
+        elif self.means_init is not None:
+            centres = transform.precondition_rows(np.asarray(self.means_init, dtype=np.float64))
+        seeding, params = seed_sketches(engine, self._family(), self._n_clusters(), transform.n_features,
+                                        seed=seed_value, reg=self._reg(), centres=centres)
+        C, P = params.means.shape
+        weights, covariances = self._given_weights(C), self._given_covariances(C, P)
+        if weights is not None:
+            params = params.replace(weights=weights)
+        if covariances is not None:
+            params = params.replace(covariances=covariances)
+        return seeding, params
+
+    def _coreset_builder(self, seed_value):
+        """A lightweight coreset of the sketched rows (distances estimated from the kept entries)."""
+        from ..transforms import LightweightCoreset, SketchGeometry
+
+        return LightweightCoreset(self.coreset, random_state=seed_value,
+                                  geometry=SketchGeometry(self._sketched.n_features, self._sketched.n_kept))
+
+    def _check_initial_params(self, n_clusters, n_features):
+        super()._check_initial_params(n_clusters, n_features)
+        if self.means_init is not None:
+            means = np.asarray(self.means_init, dtype=np.float64)
+            if means.shape != (n_clusters, n_features) or not np.all(np.isfinite(means)):
+                raise InvalidParameterError(f"means_init must be a finite array of shape ({n_clusters}, "
+                                            f"{n_features}), got {means.shape}")
+
+    def _init_centres(self):
+        return "random"  # the seeding is seed_sketches'; check_init needs a valid name
+
+    def _set_fitted(self, result, seeding, n_features, seed_value, seconds) -> None:
+        super()._set_fitted(result, seeding, n_features, seed_value, seconds)
+        self.sketch_transform_ = self._sketched.transform
+
+    def _stored_arrays(self) -> dict:
+        t = self.sketch_transform_
+        return {"sketch_signs": t.signs.astype(np.float64), "sketch_shared": t.shared.astype(np.float64)}
+
+    def _stored_scalars(self) -> dict:
+        t = self.sketch_transform_
+        return {"sketch_n_kept": t.n_kept, "sketch_seed": t.seed}
+
+    def _restore_stored(self, arrays: dict, scalars: dict, where: str) -> None:
+        from ..errors import ModelStoreError
+        from ..transforms import SketchTransform
+
+        try:
+            signs = np.asarray(arrays["sketch_signs"])
+            shared = np.asarray(arrays["sketch_shared"])
+            P = self.centres_.shape[1]
+            if signs.shape != (P,) or not np.all(np.abs(signs) == 1) or shared.ndim != 1 \
+                    or np.any((shared < 0) | (shared >= P)):
+                raise ValueError("sign flips or shared features inconsistent with the means")
+            self.sketch_transform_ = SketchTransform(P, int(scalars["sketch_n_kept"]), signs.astype(np.int8),
+                                                     shared.astype(np.int64), self.precondition,
+                                                     int(scalars["sketch_seed"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelStoreError(f"{where} is a damaged model: its sketch transform is missing or invalid "
+                                  f"({exc})") from exc
+
+    # applying -------------------------------------------------------------
+    @property
+    def means_(self) -> np.ndarray:
+        self._check_fitted()
+        return self.sketch_transform_.invert(self.centres_)
+
+    def _index(self, exact: bool = False) -> MixtureIndex:
+        self._check_fitted()
+        return MixtureIndex(self._dense_family(), self._model(), 2 * max(self.n_neighbors, self._n_keep()), exact)
+
+    def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite, inputs=()):
+        if isinstance(X, SketchedData):
+            raise InvalidDataError(f"{kind} of sketches is not available: pass raw rows (they are preconditioned "
+                                   "and scored on all P features); predict takes sketches")
+        transform = self.sketch_transform_
+        return super()._apply(X, lambda block: fn(transform.precondition_rows(block)), width, dtype, output,
+                              storage_options, kind, overwrite, inputs)
+
+    def predict(self, X, *, output=None, storage_options=None, overwrite=False, inputs=()):
+        """Most responsible component of each row: raw rows are preconditioned and scored on all P
+        features; rows of a :class:`~daskclust.transforms.SketchedData` on their Q kept entries
+        (Eq. 17). numpy rows or an in-memory sketch give numpy, lazy inputs a dask array."""
+        if not isinstance(X, SketchedData):
+            return super().predict(X, output=output, storage_options=storage_options, overwrite=overwrite,
+                                   inputs=inputs)
+        self._check_fitted()
+        if X.n_features != self.n_features_in_:
+            raise InvalidDataError(f"the sketch is of {X.n_features} features, the model of {self.n_features_in_}")
+        kernel = SketchedFamily(self.covariance_type, X.n_kept).kernel_params(self._model())
+        if X.in_memory:
+            packed = pack(X.values, X.indices)
+            return np.concatenate([sketch_labels(packed[s:s + ROW_BLOCK], kernel)
+                                   for s in range(0, len(packed), ROW_BLOCK)])
+        lazy = X.chunked().X
+        return lazy.map_blocks(sketch_labels, kernel, drop_axis=1, dtype=np.int32)
+
+    def sample(self, n_samples=1, random_state=None):
+        """Rows drawn from the mixture (in the preconditioned space) mapped back to the raw space."""
+        Y, labels = super().sample(n_samples, random_state)
+        return self.sketch_transform_.invert(Y), labels
+
+
+def sketch_labels(packed: np.ndarray, kernel) -> np.ndarray:
+    """Each packed sketch row's component of smallest cost (the E-step kernel with C' = 1)."""
+    C, P = kernel.means.shape
+    K = np.empty((len(packed), 1), dtype=np.int32)
+    stats = (np.zeros(C), np.zeros((C, P)), np.zeros((C, P)), np.zeros((C, P)))
+    estep_full(np.ascontiguousarray(packed, dtype=np.float64), np.zeros(0), kernel, 1, K, stats, np.zeros(N_SCALARS))
+    return K[:, 0]
+
