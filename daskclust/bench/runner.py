@@ -27,6 +27,7 @@ SUITES = {
     "outofcore": "daskclust.bench.outofcore",
     "realdata": "daskclust.bench.realdata",
     "mixtures": "daskclust.bench.mixtures",
+    "transforms": "daskclust.bench.transforms",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
 
