@@ -112,3 +112,20 @@ def test_bad_data_is_refused(client, tmp_path):
     X[7, 0] = 0.0
     with pytest.raises(InvalidDataError, match="sums to zero"):
         SketchedGaussianMixture(2, n_kept=3).fit(X, sample_weight=w, client=client)
+
+
+def test_the_coreset_sketch_example_runs(tmp_path, capsys):
+    """examples/coreset_sketch.py end to end, at a smaller size."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "coreset_sketch.py"
+    spec = importlib.util.spec_from_file_location("coreset_sketch_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.N, example.P, example.C, example.CHUNK = 20_000, 64, 5, 5_000
+    example.main(tmp_path)
+    out = capsys.readouterr().out
+    assert "coreset phase" in out and "full data: 3 E-steps" in out
+    purity = float(out.rsplit("purity of the clusters on the sketches: ", 1)[1].split()[0])
+    assert purity > 0.9

@@ -38,6 +38,8 @@ from ..kernels.rng import randint, stream_key
 from ..names import STREAM_SKETCH_ROWS, STREAM_SKETCH_SHARED, STREAM_SKETCH_SIGNS
 
 PRECONDITIONS = ("dct", "none")
+SKETCH_BLOCK = 65_536
+"""Rows sketched at a time inside a chunk: the DCT's float64 temporaries stay a few MB wide."""
 
 
 @njit(nogil=True, cache=True)
@@ -65,7 +67,16 @@ def draw_indices(key, rows, free, shared, n_draw, out):
             scratch[r] = t
         for j in range(n_shared):
             out[i, j] = shared[j]
-        out[i].sort()
+        if n_shared + n_draw > 32:
+            out[i].sort()
+            continue
+        for j in range(1, n_shared + n_draw):  # insertion sort in place for small Q: nothing allocated
+            v = out[i, j]
+            k = j - 1
+            while k >= 0 and out[i, k] > v:
+                out[i, k + 1] = out[i, k]
+                k -= 1
+            out[i, k + 1] = v
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,10 +113,11 @@ class SketchTransform:
 
     def precondition_rows(self, X: np.ndarray) -> np.ndarray:
         """x~ = H D x for every row (float64); the identity without preconditioning."""
-        X = np.asarray(X, dtype=np.float64)
         if self.precondition == "none":
-            return X
-        return scipy.fft.dct(X * self.signs, type=2, norm="ortho", axis=-1, workers=1)
+            return np.asarray(X, dtype=np.float64)
+        Y = np.array(X, dtype=np.float64)  # a copy, flipped and transformed in place
+        Y *= self.signs
+        return scipy.fft.dct(Y, type=2, norm="ortho", axis=-1, overwrite_x=True, workers=1)
 
     def invert(self, Y: np.ndarray) -> np.ndarray:
         """x = D H^T x~ (H orthonormal: H^-1 = H^T, the DCT-III)."""
@@ -250,12 +262,18 @@ class SketchOp:
     def run(self, chunk: Chunk, acc: dict) -> None:
         rows = chunk.source_rows(np.arange(chunk.n_rows))
         order = np.argsort(rows, kind="stable")
-        values, indices = self.transform.sketch_rows(chunk.X[order], rows[order])
+        Q = self.transform.n_kept
+        values = np.empty((chunk.n_rows, Q), dtype=chunk.X.dtype)
+        indices = np.empty((chunk.n_rows, Q), dtype=self.transform.index_dtype)
+        for start in range(0, chunk.n_rows, SKETCH_BLOCK):  # the float64 temporaries of one block only
+            part = order[start:start + SKETCH_BLOCK]
+            values[start:start + len(part)], indices[start:start + len(part)] = \
+                self.transform.sketch_rows(chunk.X[part], rows[part])
         w = chunk.w[order] if chunk.w.shape[0] else np.zeros(0)
         if self.target is not None:
             group = zarr.open_group(self.target.url, mode="r+", **self.target.zarr_kwargs)
             span = slice(chunk.start, chunk.start + chunk.n_rows)
-            group["values"][span] = values.astype(group["values"].dtype)
+            group["values"][span] = values
             group["indices"][span] = indices
             if w.shape[0]:
                 group["weights"][span] = w
@@ -353,8 +371,11 @@ def create_store(target: Location, transform: SketchTransform, data: ChunkedData
     group.attrs.update({"transform": transform.attrs(), "daskclust_write": uuid.uuid4().hex})
     rows = int(data.bounds[1] - data.bounds[0])
     N, Q = data.n_samples, transform.n_kept
-    group.create_array("values", shape=(N, Q), chunks=(rows, Q), dtype=data.dtype, config=ARRAY_CONFIG)
-    group.create_array("indices", shape=(N, Q), chunks=(rows, Q), dtype=transform.index_dtype, config=ARRAY_CONFIG)
+    # uncompressed: preconditioned values are noise-like to a compressor, and the pass is CPU-bound on 2 cores
+    group.create_array("values", shape=(N, Q), chunks=(rows, Q), dtype=data.dtype, config=ARRAY_CONFIG,
+                       compressors=None)
+    group.create_array("indices", shape=(N, Q), chunks=(rows, Q), dtype=transform.index_dtype, config=ARRAY_CONFIG,
+                       compressors=None)
     if data.weights is not None:
         group.create_array("weights", shape=(N,), chunks=(rows,), dtype=np.float64, config=ARRAY_CONFIG)
 
