@@ -3,8 +3,10 @@ sketched rows, fitted by truncated EM, on data generated into a zarr store.
 
 The data are written chunk by chunk (never held whole), sketched in one pass into a zarr sketch
 store (Q = 16 of P = 256 preconditioned entries per row), and the fit then reads only the sketch:
-a coreset of m = 4096 sketched rows, truncated EM on it (C' = 3 of C = 20 components, estimated
-neighbourhoods), then two refining iterations on all N sketches.
+a coreset of m = 2^14 sketched rows, truncated EM on it (C' = 3 of C = 20 components, estimated
+neighbourhoods), then two refining iterations on all N sketches. A coreset of sketches needs more
+rows than one of whole rows: each feature of each component is estimated from about m Q / (P C)
+observations (here 51); with m = 4096 (13) the fit is visibly worse.
 
 Run: python examples/coreset_sketch.py [workdir]
 """
@@ -21,6 +23,7 @@ from daskclust.transforms import Sketch
 
 N, P, C = 200_000, 256, 20
 CHUNK = 20_000
+M, Q = 2**14, 16
 
 
 def write_data(path: Path, seed: int = 0) -> np.ndarray:
@@ -45,11 +48,11 @@ def main(workdir: Path) -> None:
 
     labels = write_data(workdir / "X.zarr")
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
-        sketch = Sketch(n_kept=16, random_state=0).fit_transform(str(workdir / "X.zarr"), client=client,
+        sketch = Sketch(n_kept=Q, random_state=0).fit_transform(str(workdir / "X.zarr"), client=client,
                                                                  output=workdir / "sketch.zarr", overwrite=True)
         print(f"sketch: {sketch.n_samples:,} rows x {sketch.n_kept} of {sketch.n_features} entries "
               f"({sketch.values.dtype}, indices {sketch.indices.dtype})")
-        model = SketchedGaussianMixture(C, n_kept=16, n_truncated=3, coreset=4096, refine_iter=2,
+        model = SketchedGaussianMixture(C, n_kept=Q, n_truncated=3, coreset=M, refine_iter=2,
                                         random_state=0).fit(sketch, client=client)
     coreset_rows = [r for r in model.history_ if r["data"] == "coreset"]
     full_rows = [r for r in model.history_ if r["data"] == "full"]

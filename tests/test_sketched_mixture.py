@@ -123,9 +123,12 @@ def test_the_coreset_sketch_example_runs(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("coreset_sketch_example", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
-    example.N, example.P, example.C, example.CHUNK = 20_000, 64, 5, 5_000
+    example.N, example.P, example.C, example.CHUNK, example.M = 20_000, 64, 5, 5_000, 4096
     example.main(tmp_path)
     out = capsys.readouterr().out
     assert "coreset phase" in out and "full data: 3 E-steps" in out
+    full = [float(f) for f in out.split("full data: 3 E-steps on 20,000 sketches, free energy ")[1].split("\n")[0]
+            .split(" -> ")]
+    assert full[0] <= full[1] <= full[2]  # refining on all sketches never lowers the bound
     purity = float(out.rsplit("purity of the clusters on the sketches: ", 1)[1].split()[0])
-    assert purity > 0.9
+    assert purity > 0.7  # 5 classes; a broken coreset of sketches gave 0.2-0.3 here

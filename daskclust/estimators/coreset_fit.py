@@ -51,6 +51,7 @@ def fit_with_coreset(estimator, client, data, init, plan, progress) -> CoresetFi
     builder = estimator._coreset_builder(plan.settings.seed)
     with Engine(data, client, memory_budget=estimator.memory_budget) as engine:
         rows, weights = builder.transform_engine(engine)
+        estimator.bytes_read_ += engine.bytes_read()
     coreset = {"size": m, "seconds": builder.seconds_, "n_distances": builder.n_distances_,
                "total_weight": float(weights.sum())}
     progress.say(f"coreset: {m} rows of {data.n_samples} in {builder.seconds_:.2f} s, "

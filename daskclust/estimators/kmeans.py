@@ -136,8 +136,12 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         the first of the runs').
     coreset_ : dict or None
         With ``coreset``: ``size`` (m), ``seconds`` and ``n_distances`` of the construction,
-        ``total_weight`` (the coreset's weight sum, an unbiased estimate of the data's); None
-        otherwise.
+        ``total_weight`` (the coreset's weight sum, an unbiased estimate of the data's),
+        ``assignment_distances`` (phase 2's first pass); None otherwise.
+    bytes_read_ : int
+        Bytes the workers read from the data's sources during the fit (rows times their stored
+        width; 0 for numpy input, pushed from memory): a streamed fit reads its store once per
+        pass, a persisted one once.
     """
 
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
