@@ -78,3 +78,12 @@ def concat_rows(a: dict[str, np.ndarray], b: dict[str, np.ndarray], order: str) 
     merged = {name: np.concatenate([a[name], b[name]]) for name in a}
     perm = np.argsort(merged[order], kind="stable")
     return {name: value[perm] for name, value in merged.items()}
+
+
+def merge_row_lists(a: dict[str, np.ndarray], b: dict[str, np.ndarray], order: str = "row") -> dict[str, np.ndarray]:
+    """:func:`concat_rows` that passes an empty side through (the merge of row-drawing operations)."""
+    if not len(a[order]):
+        return b
+    if not len(b[order]):
+        return a
+    return concat_rows(a, b, order)

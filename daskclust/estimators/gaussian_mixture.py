@@ -169,7 +169,10 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         return covariances_from_precisions(self.precisions_init, self._family(), n_clusters, n_features)
 
     def _initial_params(self, seeding) -> Params:
-        params = super()._initial_params(seeding)
+        return self._with_given(super()._initial_params(seeding))
+
+    def _with_given(self, params: Params) -> Params:
+        """``params`` with ``weights_init`` and ``precisions_init`` put in where given."""
         C, D = params.means.shape
         weights, covariances = self._given_weights(C), self._given_covariances(C, D)
         if weights is not None:

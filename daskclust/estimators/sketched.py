@@ -149,13 +149,7 @@ class SketchedGaussianMixture(GaussianMixture):
             centres = transform.precondition_rows(np.asarray(self.means_init, dtype=np.float64))
         seeding, params = seed_sketches(engine, self._family(), self._n_clusters(), transform.n_features,
                                         seed=seed_value, reg=self._reg(), centres=centres)
-        C, P = params.means.shape
-        weights, covariances = self._given_weights(C), self._given_covariances(C, P)
-        if weights is not None:
-            params = params.replace(weights=weights)
-        if covariances is not None:
-            params = params.replace(covariances=covariances)
-        return seeding, params
+        return seeding, self._with_given(params)
 
     def _coreset_builder(self, seed_value):
         """A lightweight coreset of the sketched rows (distances estimated from the kept entries)."""

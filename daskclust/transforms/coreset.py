@@ -23,7 +23,7 @@ import numpy as np
 from ..data import as_chunked_data
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..engine.ops import Chunk, concat_rows
+from ..engine.ops import Chunk, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
 from ..kernels.rng import stream_key
 from ..names import STREAM_CORESET_ROWS, STREAM_CORESET_SPLIT
@@ -135,16 +135,10 @@ class DrawOp:
         weights = chunk_weights(chunk)[local] / (self.size * q[picks])
         part = {"row": chunk.source_rows(local), "draw": np.arange(n_draws, dtype=np.int64),
                 "X": np.asarray(chunk.X[local], dtype=np.float64), "w": weights}
-        merged = concat_rows(acc, part, "row") if len(acc["row"]) else part
+        merged = merge_row_lists(acc, part)
         acc.update(merged)
 
-    @staticmethod
-    def merge(a, b):
-        if not len(a["row"]):
-            return b
-        if not len(b["row"]):
-            return a
-        return concat_rows(a, b, "row")
+    merge = staticmethod(merge_row_lists)
 
 
 class LightweightCoreset:

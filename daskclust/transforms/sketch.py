@@ -31,7 +31,7 @@ from ..data.chunking import row_bounds
 from ..data.sources import BlockSource, is_path_like
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..engine.ops import Chunk, concat_rows
+from ..engine.ops import Chunk, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
 from ..io import ARRAY_CONFIG, Location, check_target, read_root_attrs, source_location, writing
 from ..kernels.rng import randint, stream_key
@@ -279,15 +279,9 @@ class SketchOp:
                 group["weights"][span] = w
             return
         part = {"row": rows[order], "values": values, "indices": indices, "w": w if w.shape[0] else np.ones(len(rows))}
-        acc.update(concat_rows(acc, part, "row") if len(acc["row"]) else part)
+        acc.update(merge_row_lists(acc, part))
 
-    @staticmethod
-    def merge(a, b):
-        if not len(a["row"]):
-            return b
-        if not len(b["row"]):
-            return a
-        return concat_rows(a, b, "row")
+    merge = staticmethod(merge_row_lists)
 
 
 class Sketch:
