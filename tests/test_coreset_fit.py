@@ -74,7 +74,7 @@ def test_gmm_free_energy_is_the_full_log_likelihood(client, data, refine_iter):
 # ------------------------------------------------------------------ (b) refinement
 
 
-@pytest.mark.parametrize("search", ["estimated", "full"])
+@pytest.mark.parametrize("search", ["estimated", "full", "exhaustive", "sampled"])
 @pytest.mark.parametrize("kind", ["kmeans", "diag"])
 def test_refine_iter_runs_k_monotone_m_steps_on_the_full_data(client, data, kind, search):
     params = dict(coreset=200, refine_iter=3, search=search, random_state=3, tol=0, chunk_rows=500)
@@ -84,6 +84,8 @@ def test_refine_iter_runs_k_monotone_m_steps_on_the_full_data(client, data, kind
     assert model.n_iter_ == 3 and [row["iteration"] for row in full] == [0, 1, 2, 3]  # 3 M-steps, 4 E-steps
     F = np.array([row["free_energy"] for row in full])
     assert np.all(np.diff(F) >= -1e-12 * np.abs(F[1:]))
+    on_coreset = np.array([row["free_energy"] for row in model.history_ if row["data"] == "coreset"])
+    assert len(on_coreset) >= 2 and np.all(np.diff(on_coreset) >= -1e-12 * np.abs(on_coreset[1:]))
 
 
 def test_n_init_runs_on_the_coreset_and_refines_the_best_once(client, data):
