@@ -257,6 +257,15 @@ def test_zero_weights():
                 assert (tree.second[c] == 0).all()
 
 
+def test_large_magnitudes_still_split():
+    """Covariances of ~1e300: the power iteration's norm must not square them (overflow)."""
+    X = np.random.default_rng(14).standard_normal((200, 3)) * [3e149, 1e149, 1e148]
+    tree = build_tree(X, NO_W, 1, False)
+    assert tree.n_nodes == 2 * len(X) - 1
+    assert np.isfinite(tree.second).all() and np.isfinite(tree.direction).all()
+    close(tree.second[0], X.var(0))
+
+
 def test_invalid_input():
     X = anisotropic(10, 2)
     with pytest.raises(ValueError):

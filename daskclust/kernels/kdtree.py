@@ -186,6 +186,35 @@ def _moments(X, w, order, s, e, mean, var, c, S, form):
 
 
 @njit
+def _normalise(u):
+    """u /= ||u||_2 (IN/OUT), scaled by max|u_j| first so that u_j^2 cannot overflow (covariances
+    reach max|x|^2). False when u is zero or not finite."""
+    amax = 0.0
+    for j in range(u.shape[0]):
+        amax = max(amax, abs(u[j]))
+    if not (amax > 0.0 and np.isfinite(amax)):
+        return False
+    nrm = 0.0
+    for j in range(u.shape[0]):
+        u[j] /= amax
+        nrm += u[j] * u[j]
+    nrm = np.sqrt(nrm)
+    for j in range(u.shape[0]):
+        u[j] /= nrm
+    return True
+
+
+@njit
+def _step(u, v):
+    """||u - v||_2, then v = u (OUT)."""
+    diff = 0.0
+    for j in range(u.shape[0]):
+        diff += (u[j] - v[j]) * (u[j] - v[j])
+        v[j] = u[j]
+    return np.sqrt(diff)
+
+
+@njit
 def _power_explicit(S, v, u, j0):
     """Leading eigenvector of the D x D covariance S into v (OUT), from axis j0.
 
@@ -196,22 +225,14 @@ def _power_explicit(S, v, u, j0):
         v[j] = 0.0
     v[j0] = 1.0
     for it in range(POWER_MAX_ITER):
-        nrm = 0.0
         for a in range(D):
             t = 0.0
             for b in range(D):
                 t += S[a, b] * v[b]
             u[a] = t
-            nrm += t * t
-        nrm = np.sqrt(nrm)
-        if not (nrm > 0.0 and np.isfinite(nrm)):
+        if not _normalise(u):
             return -1
-        diff = 0.0
-        for a in range(D):
-            t = u[a] / nrm
-            diff += (t - v[a]) * (t - v[a])
-            v[a] = t
-        if np.sqrt(diff) <= POWER_TOL:
+        if _step(u, v) <= POWER_TOL:
             return it + 1
     return POWER_MAX_ITER
 
@@ -240,18 +261,9 @@ def _power_implicit(X, w, order, s, e, mean, v, u, c, j0):
             p *= wt
             for j in range(D):
                 u[j] += p * c[j]
-        nrm = 0.0
-        for j in range(D):
-            nrm += u[j] * u[j]
-        nrm = np.sqrt(nrm)
-        if not (nrm > 0.0 and np.isfinite(nrm)):
+        if not _normalise(u):
             return -1
-        diff = 0.0
-        for j in range(D):
-            t = u[j] / nrm
-            diff += (t - v[j]) * (t - v[j])
-            v[j] = t
-        if np.sqrt(diff) <= POWER_TOL:
+        if _step(u, v) <= POWER_TOL:
             return it + 1
     return POWER_MAX_ITER
 
