@@ -40,10 +40,12 @@ stops when ||v_{k+1} - v_k||_2 <= ``POWER_TOL`` (1e-8) or after
 v never flips sign between steps). With lambda_2 / lambda_1 <= 1/2 it stops
 within ~1e-8 of the leading eigenvector; when the top eigenvalues are close it
 may stop at the cap, with a direction of nearly the largest variance (which is
-all a split needs; a node of clustered 16-D data averages ~20-30 products). When the node has at least D rows and D <= ``EXPLICIT_MAX_D``
-the covariance is formed (D(D+1)/2 multiply-adds a row) and each product costs
-D^2; otherwise each product is a pass over the node's rows (2 D multiply-adds a
-row), never forming a D x D matrix. A node stays a leaf when it has at most
+all a split needs; a node of clustered 16-D data averages ~20-30 products).
+When the node has at least D rows and D <= ``EXPLICIT_MAX_D`` the covariance
+is formed (D(D+1)/2 multiply-adds a row, less than the ~20-32 products over
+the rows it replaces) and each product costs D^2; otherwise each product is a
+pass over the node's rows (2 D multiply-adds a row), never forming a D x D
+matrix. A node stays a leaf when it has at most
 ``leaf_size`` rows, when its rows of positive weight are all identical
 (zero covariance: the shared responsibilities of Eq. 9 are then exact, and no
 split could change F), when its weights sum to 0, or when rounding leaves one
@@ -55,15 +57,20 @@ weights; zero weights allowed). A node whose weights sum to 0 has count 0 and,
 so that nothing is NaN, the *unweighted* mean and covariance of its rows; it is
 a leaf, and anything that multiplies its statistics by its count ignores them.
 
-Cost. Each level of the tree costs O(n D) (two passes for the moments, one for
-the partition) plus the power iterations (O(n D) each, or O(n D^2) once to form
-the covariances); the full covariances cost O(D^2) per internal node (merged
-from the children's, Chan et al.'s pairwise update, again a sum of positive
-terms) plus O(n D^2) for the leaves. With splits balanced to within a constant
-fraction the depth is O(log n); splits through the mean are not balanced in
-general (heavy tails peel a few rows off at a time), and the depth is at most
-n - 1. The build is iterative (a breadth-first queue, no recursion) and
-deterministic: the same input gives the same tree bit for bit.
+Cost. Each level of the tree costs O(n D) (two passes over the rows for the
+moments, one over the weights, one for the partition) plus the power
+iterations (at most 32 passes of O(n D), or, for D <= 64, one O(n D^2) pass
+forming the covariances); the full covariances cost O(D^2) per internal node
+(merged from the children's, Chan et al.'s pairwise update, again a sum of
+positive terms) plus O(n D^2) for the leaves. With splits balanced to within a
+constant fraction the depth is O(log n); splits through the mean are not
+balanced in general and the depth is only bounded by n - 1 (100,000 Pareto(0.5)
+rows: depth 26 against 20 for Gaussian blobs; the 1,000 rows 2^i: depth 131).
+The build is iterative (a breadth-first queue, no recursion) and deterministic:
+the same input gives the same tree bit for bit. Measured (2 cores, 100,000
+float32 rows of 20 Gaussian blobs, leaf_size 16, diag / full): D = 2
+0.04 / 0.06 s, D = 16 0.32 / 0.39 s; leaf_size 1: D = 2 0.15 / 0.14 s, D = 16
+0.83 / 1.0 s (the full tree then holds 2n - 1 covariances of D^2 floats).
 """
 
 from __future__ import annotations
