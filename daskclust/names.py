@@ -28,6 +28,13 @@ weights, and the weight scale 1 / rate)."""
 STATE_AFKMC2_D2 = "afk_d2"
 """AFK-MC2: each row's squared distance to the first centre (its proposal mass)."""
 
+STATE_CELL_PREFIX = "tree_"
+"""Cell EM (seed 001): the chunk's kd-tree, one state array per field of ``kernels.kdtree.KDTree``."""
+STATE_CELL_FRONTIER = "cell_frontier"
+"""Cell EM: the chunk's part of the partition, node indices of its tree."""
+STATE_CELL_K = "cell_K"
+"""Cell EM: each frontier cell's truncated set K(A), (cells, C') int32."""
+
 # -- random streams ------------------------------------------------------------------------
 STREAM_DRAW = 11
 """Seeding: rows drawn in proportion to a mass (exponential keys), per step and chunk."""

@@ -48,6 +48,9 @@ class EStepOp:
     exploratory and sampled draws (with the chunk index).
     """
 
+    reorders_rows = True
+    """Whether the rows may be sorted by K(n) after the first E-step (the engine's ``reorder``)."""
+
     family: Family
     kernel: tuple
     n_keep: int

@@ -102,7 +102,7 @@ def converged(prev: float | None, current: float, tol: float) -> bool:
 
 
 def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
-           report: Callable[[dict], None] | None = None, checkpointer=None) -> EMResult:
+           report: Callable[[dict], None] | None = None, checkpointer=None, op_class=EStepOp) -> EMResult:
     """Iterate E-step passes and M-steps from ``start`` until convergence.
 
     A fresh fit starts at iteration 0 (the search strategy is started from the
@@ -111,7 +111,8 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     saved before every E-step whose index is a multiple of its period.
 
     The family computes the M-step and the free energy from the merged statistics
-    (:meth:`~daskclust.models.Family.free_energy`).
+    (:meth:`~daskclust.models.Family.free_energy`). ``op_class`` is the E-step pass
+    (:class:`EStepOp` over rows; :class:`~daskclust.em.cells.CellEStepOp` over cells).
     """
     params, prev_f = start.params, start.prev_f
     C = params.means.shape[0]
@@ -126,10 +127,10 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     for t in range(start.iteration, first_m + settings.max_iter + 1):
         t0 = time.perf_counter()
         kernel = family.kernel_params(params)
-        op = EStepOp(family, kernel, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
+        op = op_class(family, kernel, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
         acc = engine.map_reduce(op)
         stats = acc.stats
-        if t == 0 and settings.keep_state and engine.persisted:
+        if t == 0 and settings.keep_state and engine.persisted and op.reorders_rows:
             engine.reorder(STATE_K)  # rows of a cluster together: the kernels then walk memory in order
         if t >= first_m:
             new = family.m_step(stats, params, settings.reg)

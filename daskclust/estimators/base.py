@@ -195,6 +195,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                        init_rounds=self.init_rounds, chain_length=self.chain_length)
         return seeding, self._initial_params(seeding)
 
+    def _iterate(self, engine, start: LoopState, plan: FitPlan, search, progress):
+        """The EM iterations on the engine after the seeding (or from a checkpoint)."""
+        return run_em(engine, start, plan.settings, search, progress.row, plan.checkpointer)
+
     def _coreset_builder(self, seed_value: int):
         """The :class:`~daskclust.transforms.LightweightCoreset` of a ``coreset=m`` fit."""
         from ..transforms import LightweightCoreset
@@ -398,7 +402,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                         search.restore(resumed.search)
                         start = resumed.state
                         progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
-                    result = run_em(engine, start, plan.settings, search, progress.row, plan.checkpointer)
+                    result = self._iterate(engine, start, plan, search, progress)
                     self.bytes_read_ += engine.bytes_read()
                 return result, plan.meta["seeding"]
             except WorkerLost as lost:

@@ -1,0 +1,224 @@
+"""EM on cached cell statistics across the cluster (seed 001 Secs. 3-4): trees beside their chunks,
+truncated E-steps over cells, best-first refinement of the partition.
+
+Per chunk, on its worker, :class:`BuildCellsOp` builds the chunk's kd-tree (principal-component bisector
+splits, node statistics: :mod:`daskclust.kernels.kdtree`) and keeps it in the chunk's state with the
+chunk's part of the partition (its frontier, initially every node at ``depth``) and each cell's K. The
+E-step (:class:`CellEStepOp`) reads only that state -- never the rows -- packs the frontier's cells
+(mean, within-cell covariance; weight n_A) and runs the search's truncated E-step on them with a
+cell family (:mod:`daskclust.models.cells`). Refinement (:func:`refine`): each chunk proposes its
+cells whose split would raise F most under the current parameters (the gain
+n_L F_L + n_R F_R - n_A F_A, each child's F_A = log sum_{s in K(A)} exp <log pi_s N>_child over its
+parent's K), the driver keeps the best ones cluster-wide (ties broken by chunk and node, so the
+choice does not depend on the workers), and the chunks expand them; children inherit their
+parent's K. EM then continues on the finer partition; refinement stops when the relative gain
+proposed falls below a tolerance or every cell is a leaf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.ops import Chunk
+from ..kernels import kdtree
+from ..kernels.estep import NDIST_POINTS
+from ..kernels.infer import top_components
+from ..kernels.rng import stream_key
+from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_SEED_LABEL, STREAM_ESTEP
+from .estep_op import EStepOp
+from .loop import EMResult, EMSettings, LoopState, run_em
+
+TREE_FIELDS = kdtree.KDTree._fields
+
+
+def save_tree(state: dict, tree: kdtree.KDTree) -> None:
+    for name in TREE_FIELDS:
+        state[STATE_CELL_PREFIX + name] = getattr(tree, name)
+
+
+def load_tree(state: dict) -> kdtree.KDTree:
+    return kdtree.KDTree(*(state[STATE_CELL_PREFIX + name] for name in TREE_FIELDS))
+
+
+def packed_cells(tree: kdtree.KDTree, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cells ``nodes`` as the cell families read them: (mean, within-cell covariance) rows and n_A."""
+    second = tree.second[nodes].reshape(len(nodes), -1)
+    return np.ascontiguousarray(np.hstack([tree.mean[nodes], second])), np.ascontiguousarray(tree.count[nodes])
+
+
+@dataclass
+class BuildCellsOp:
+    """Build every chunk's tree (reads the rows once) and its initial frontier; returns (cells, leaves, W)."""
+
+    leaf_size: int
+    full: bool
+    depth: int
+
+    def new_acc(self) -> np.ndarray:
+        return np.zeros(3)
+
+    def run(self, chunk: Chunk, acc: np.ndarray) -> None:
+        tree = kdtree.build_tree(chunk.X, chunk.w, self.leaf_size, self.full)
+        save_tree(chunk.state, tree)
+        frontier = kdtree.frontier_at_depth(tree, self.depth)
+        chunk.state[STATE_CELL_FRONTIER] = frontier
+        chunk.state.pop(STATE_CELL_K, None)
+        chunk.state.pop(STATE_SEED_LABEL, None)  # the E-step starts each cell from its mean's nearest seed
+        acc += [len(frontier), int((tree.left < 0).sum()), tree.count[0] if len(tree.count) else 0.0]
+
+    @staticmethod
+    def merge(a, b):
+        a += b
+        return a
+
+
+@dataclass
+class CellEStepOp(EStepOp):
+    """The truncated E-step over the chunk's cells (its frontier), from the chunk's state only.
+
+    K(A) starts at the component whose mean is nearest to the cell's mean (its distances counted)."""
+
+    reads_rows = False
+    reorders_rows = False
+
+    def run(self, chunk: Chunk, acc) -> None:
+        tree = load_tree(chunk.state)
+        frontier = chunk.state[STATE_CELL_FRONTIER]
+        X, w = packed_cells(tree, frontier)
+        K = chunk.state.get(STATE_CELL_K) if self.keep_state else np.empty((len(frontier), 0), dtype=np.int32)
+        if K is None:
+            d2 = ((tree.mean[frontier][:, None, :] - self.kernel.means[None]) ** 2).sum(axis=2)
+            K = np.full((len(frontier), self.n_keep), -1, dtype=np.int32)
+            K[:, 0] = np.argmin(d2, axis=1)
+            acc.stats.scal[NDIST_POINTS] += d2.size
+        cells = Chunk(chunk.index, 0, X, w, {}, None, len(frontier))
+        key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
+        acc.search = self.search.estep(cells, self.kernel, self.n_keep, K, acc.stats, acc.search, key)
+        chunk.state[STATE_CELL_K] = K
+
+
+@dataclass
+class ProposeOp:
+    """Each chunk's ``per_chunk`` best splits of its frontier by the gain in F (the module docstring);
+    returns (gain, chunk, node) rows, gain > 0 only."""
+
+    kernel: tuple
+    per_chunk: int
+
+    def new_acc(self) -> dict:
+        return {"rows": np.zeros((0, 3))}
+
+    def run(self, chunk: Chunk, acc: dict) -> None:
+        tree = load_tree(chunk.state)
+        frontier = chunk.state[STATE_CELL_FRONTIER]
+        K = chunk.state[STATE_CELL_K]
+        inner = np.flatnonzero(tree.left[frontier] >= 0)
+        if len(inner) == 0:
+            return
+        nodes = frontier[inner]
+        n = len(nodes)
+        kids = np.concatenate([tree.left[nodes], tree.right[nodes]])
+        lse_parent = cell_lse(tree, nodes, self.kernel, K, inner)
+        lse_kids = cell_lse(tree, kids, self.kernel, K, np.concatenate([inner, inner]))
+        gain = (tree.count[kids[:n]] * lse_kids[:n] + tree.count[kids[n:]] * lse_kids[n:]
+                - tree.count[nodes] * lse_parent)
+        best = np.argsort(-gain, kind="stable")[: self.per_chunk]
+        best = best[gain[best] > 0]
+        rows = np.column_stack([gain[best], np.full(len(best), chunk.index), nodes[best]])
+        acc["rows"] = np.vstack([acc["rows"], rows])
+
+    @staticmethod
+    def merge(a, b):
+        return {"rows": np.vstack([a["rows"], b["rows"]])}
+
+
+def cell_lse(tree, nodes, kernel, K, rows_of_K) -> np.ndarray:
+    """log sum_{s in K} exp(-cost_s / 2) of each cell of ``nodes``, over the K row ``rows_of_K`` of each."""
+    X, _ = packed_cells(tree, nodes)
+    k = max(1, K.shape[1])  # K without columns (exact EM): every component
+    idx = np.empty((len(nodes), k), dtype=np.int32)
+    q = np.empty((len(nodes), k))
+    lse = np.empty(len(nodes))
+    top_components(X, kernel, np.asarray(rows_of_K, dtype=np.int64), K, k, idx, q, lse)
+    return lse
+
+
+@dataclass
+class ExpandOp:
+    """Replace the chosen nodes of each chunk's frontier by their children, which inherit K."""
+
+    chosen: dict
+
+    reads_rows = False
+
+    def new_acc(self) -> np.ndarray:
+        return np.zeros(1)
+
+    def run(self, chunk: Chunk, acc: np.ndarray) -> None:
+        nodes = self.chosen.get(chunk.index)
+        if nodes is None or len(nodes) == 0:
+            return
+        tree = load_tree(chunk.state)
+        frontier = chunk.state[STATE_CELL_FRONTIER]
+        K = chunk.state[STATE_CELL_K]
+        new = kdtree.expand(tree, frontier, nodes)
+        inherited = np.where(np.isin(new, frontier), new, tree.parent[new])  # a new child takes its parent's row
+        by_node = np.argsort(frontier)
+        rows = by_node[np.searchsorted(frontier, inherited, sorter=by_node)]
+        chunk.state[STATE_CELL_FRONTIER] = new
+        chunk.state[STATE_CELL_K] = np.ascontiguousarray(K[rows])
+        acc[0] += len(new) - len(frontier)
+
+    @staticmethod
+    def merge(a, b):
+        a += b
+        return a
+
+
+@dataclass(frozen=True)
+class RefineSettings:
+    """Refinement (seed 001 Sec. 4): at most ``max_rounds`` rounds, each expanding the best
+    ``fraction`` of the cells (at least one, at most ``per_chunk`` per chunk proposed), while the
+    gain proposed is at least ``tol`` of |F| (F summed over the data)."""
+
+    leaf_size: int = 16
+    depth: int = 2
+    tol: float = 1e-4
+    max_rounds: int = 30
+    fraction: float = 0.25
+    per_chunk: int = 100_000
+
+
+def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: RefineSettings, report=None,
+              full: bool = False) -> tuple[EMResult, list[dict]]:
+    """Build the trees, then alternate EM on the partition (to convergence) and refinement; returns the
+    last EM result (its history the concatenation of every round's) and one row per round."""
+    cells, leaves, W = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, refine.depth))
+    history, rounds, state = list(start.history), [], start
+    while True:
+        result = run_em(engine, state, settings, search, report, op_class=CellEStepOp)
+        history.extend(result.history)
+        F = result.history[-1]["free_energy"]
+        row = {"round": len(rounds), "cells": int(cells), "leaves": int(leaves), "free_energy": F,
+               "iterations": len(result.history), "expanded": 0, "relative_gain": 0.0}
+        rounds.append(row)
+        if len(rounds) > refine.max_rounds or cells >= leaves:
+            break
+        kernel = settings.family.kernel_params(result.params)
+        proposed = engine.map_reduce(ProposeOp(kernel, refine.per_chunk))["rows"]
+        if not len(proposed):
+            break
+        order = np.lexsort((proposed[:, 2], proposed[:, 1], -proposed[:, 0]))  # gain, then chunk and node
+        keep = proposed[order[: max(1, int(np.ceil(refine.fraction * cells)))]]
+        gain = float(keep[:, 0].sum())
+        row["relative_gain"] = gain / (W * max(abs(F), np.finfo(float).tiny))
+        if row["relative_gain"] < refine.tol:
+            break
+        chosen = {int(c): keep[keep[:, 1] == c, 2].astype(np.int64) for c in np.unique(keep[:, 1])}
+        added = engine.map_reduce(ExpandOp(chosen))[0]
+        row["expanded"] = len(keep)
+        cells += added
+        state = LoopState(0, result.params)
+    return EMResult(result.params, result.n_iter, result.converged, result.inertia, history), rounds

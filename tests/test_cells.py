@@ -1,0 +1,96 @@
+"""CellGaussianMixture (seed 001): exact EM on the finest partition, a monotone bound, layout independence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+
+from daskclust import CellGaussianMixture, GaussianMixture
+from daskclust.errors import InvalidParameterError
+
+
+def mixture(n=6000, C=5, D=2, seed=0, sep=6.0):
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(scale=sep, size=(C, D))
+    return mu[rng.integers(C, size=n)] + rng.normal(size=(n, D)), mu
+
+
+def start(mu, D, kind):
+    C = len(mu)
+    precisions = np.ones((C, D)) if kind == "diag" else np.broadcast_to(np.eye(D), (C, D, D)).copy()
+    return dict(means_init=mu + 0.3, weights_init=np.full(C, 1 / C), precisions_init=precisions)
+
+
+@pytest.mark.parametrize("kind", ["diag", "full"])
+def test_finest_partition_is_exact_em(client, kind):
+    """leaf_size=1 and a depth past every leaf: each cell is one row, V_A = 0, and the cell EM is the
+    dense family's exact EM iteration by iteration."""
+    X, mu = mixture(n=1500, D=3)
+    common = dict(covariance_type=kind, n_truncated=None, search="full", max_iter=6, tol=0, chunk_rows=400,
+                  **start(mu, 3, kind))
+    cells = CellGaussianMixture(5, leaf_size=1, initial_depth=10_000, max_refine=0, **common).fit(X, client=client)
+    rows = GaussianMixture(5, **common).fit(X, client=client)
+    assert cells.refinement_[0]["cells"] == cells.refinement_[0]["leaves"] == len(X)
+    fc = [r["free_energy"] for r in cells.history_]
+    fr = [r["free_energy"] for r in rows.history_]
+    assert len(fc) == len(fr) == 7
+    assert np.allclose(fc, fr, rtol=0, atol=1e-8)
+    assert np.allclose(cells.means_, rows.means_, rtol=0, atol=1e-8)
+    assert np.allclose(cells.covariances_, rows.covariances_, rtol=0, atol=1e-8)
+    assert np.allclose(cells.weights_, rows.weights_, rtol=0, atol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore::daskclust.errors.ConvergenceWarning")  # a component may die: F stays monotone
+@pytest.mark.parametrize("kind", ["diag", "full"])
+@pytest.mark.parametrize("search, n_truncated", [("full", None), ("estimated", 3), ("sampled", 3)])
+def test_bound_never_decreases_through_em_and_refinement(client, kind, search, n_truncated):
+    X, _ = mixture(n=20000, C=8, seed=1)
+    model = CellGaussianMixture(8, covariance_type=kind, search=search, n_truncated=n_truncated, random_state=0,
+                                tol=1e-6, chunk_rows=2500).fit(X, client=client)
+    F = np.array([r["free_energy"] for r in model.history_])
+    assert np.all(np.diff(F) >= -1e-9 * np.abs(F[1:]))
+    rounds = model.refinement_
+    assert len(rounds) >= 2 and rounds[-1]["cells"] > rounds[0]["cells"]
+    # the bound lies below the exact log-likelihood of the same parameters
+    assert model.lower_bound_ <= model.score(X, exact=True) + 1e-9
+
+
+def test_same_partition_and_model_on_one_and_two_workers(client, client_one_worker):
+    X, _ = mixture(n=12000, C=6, seed=2)
+    fit = lambda c: CellGaussianMixture(6, random_state=3, chunk_rows=1500).fit(X, client=c)  # noqa: E731
+    a, b = fit(client), fit(client_one_worker)
+    assert [r["cells"] for r in a.refinement_] == [r["cells"] for r in b.refinement_]
+    assert np.allclose(a.means_, b.means_, rtol=1e-10, atol=1e-10)
+    assert np.allclose(a.covariances_, b.covariances_, rtol=1e-10, atol=1e-12)
+
+
+def test_streamed_trees_equal_persisted_ones(client, tmp_path):
+    X, _ = mixture(n=8000, C=4, seed=4)
+    zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(1000, 2))
+    path = str(tmp_path / "x.zarr")
+    streamed = CellGaussianMixture(4, random_state=1, memory_budget=1).fit(path, client=client)
+    persisted = CellGaussianMixture(4, random_state=1).fit(path, client=client)
+    assert [r["cells"] for r in streamed.refinement_] == [r["cells"] for r in persisted.refinement_]
+    assert np.allclose(streamed.means_, persisted.means_, rtol=1e-10, atol=1e-10)
+    # after the trees are built, EM reads no rows: the streamed fit read the store for the seeding
+    # passes and the tree pass only, not once per iteration
+    assert streamed.bytes_read_ < (len(streamed.history_) + 1) * X.nbytes
+
+
+def test_small_chunks_duplicates_constant_columns_and_one_feature(client):
+    rng = np.random.default_rng(5)
+    X = np.repeat(rng.normal(scale=5, size=(40, 3)), 25, axis=0)  # duplicated rows: zero-variance cells
+    X[:, 2] = 7.0  # a constant column
+    model = CellGaussianMixture(4, leaf_size=64, chunk_rows=30, random_state=0).fit(X, client=client)
+    assert np.all(np.isfinite(model.means_)) and np.all(np.isfinite(model.covariances_))
+    one = CellGaussianMixture(3, random_state=0).fit(mixture(n=3000, C=3, D=1)[0], client=client)
+    assert one.means_.shape == (3, 1) and np.isfinite(one.lower_bound_)
+
+
+def test_bad_parameters():
+    X, _ = mixture(n=500)
+    for kwargs, match in ((dict(covariance_type="spherical"), "covariance_type"), (dict(leaf_size=0), "leaf_size"),
+                          (dict(refine_fraction=0.0), "refine_fraction"), (dict(coreset=100), "coreset")):
+        with pytest.raises(InvalidParameterError, match=match):
+            CellGaussianMixture(3, **kwargs).fit(X, client=object())
