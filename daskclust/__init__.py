@@ -6,7 +6,7 @@
 
 __version__ = "0.1.0"
 
-from .estimators import CellGaussianMixture, GaussianMixture, KMeans, SketchedGaussianMixture  # noqa: E402
+from .estimators import CellGaussianMixture, GaussianMixture, GreedyGaussianMixture, KMeans, SketchedGaussianMixture  # noqa: E402
 from .errors import InvalidDataError, InvalidParameterError, NotFittedError  # noqa: E402
 
 
@@ -23,10 +23,11 @@ def load(path, *, storage_options=None):
 
     stored = load_model(path, storage_options=storage_options)
     classes = {"KMeans": KMeans, "GaussianMixture": GaussianMixture,
-               "SketchedGaussianMixture": SketchedGaussianMixture, "CellGaussianMixture": CellGaussianMixture}
+               "SketchedGaussianMixture": SketchedGaussianMixture, "CellGaussianMixture": CellGaussianMixture,
+               "GreedyGaussianMixture": GreedyGaussianMixture}
     if stored.kind not in classes:
         raise ModelStoreError(f"{path!r} holds a model of unknown kind {stored.kind!r}")
     return restore(classes[stored.kind], stored.params, stored.arrays, stored.scalars, stored.history, repr(path))
 
 
-__all__ = ["KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture", "load", "InvalidDataError", "InvalidParameterError", "NotFittedError"]
+__all__ = ["KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture", "GreedyGaussianMixture", "load", "InvalidDataError", "InvalidParameterError", "NotFittedError"]

@@ -62,6 +62,8 @@ STREAM_SKETCH_ROWS = 63
 """Sketch: each row's Q - Q_S kept features, counter r * (Q - Q_S) + j for source row r."""
 STREAM_SKETCH_SEEDING = 64
 """Seeding on sketches: the k-means++ draws over the gathered sample (driver)."""
+STREAM_GREEDY = 65
+"""Greedy mixture learning: the random halves of the cells candidates are made from (driver)."""
 STREAM_ESTEP = 41
 """E-step: exploratory and sampled candidates, per iteration and chunk."""
 STREAM_BALL_INDEX = 71

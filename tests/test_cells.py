@@ -94,3 +94,32 @@ def test_bad_parameters():
                           (dict(refine_fraction=0.0), "refine_fraction"), (dict(coreset=100), "coreset")):
         with pytest.raises(InvalidParameterError, match=match):
             CellGaussianMixture(3, **kwargs).fit(X, client=object())
+
+
+def separated_mixture(k=5, D=2, c=2.0, n=20000, n_val=2000, seed=0):
+    """Seed 001 Sec. 7: k unit-covariance components whose means are at least c sqrt(D) apart."""
+    rng = np.random.default_rng(seed)
+    while True:
+        mu = rng.uniform(-6, 6, size=(k, D))
+        gaps = np.linalg.norm(mu[:, None] - mu[None], axis=2) + np.eye(k) * 1e9
+        if gaps.min() >= c * np.sqrt(D):
+            break
+    X = mu[rng.integers(k, size=n + n_val)] + rng.normal(size=(n + n_val, D))
+    d2 = ((X[n:, None, :] - mu[None]) ** 2).sum(axis=2)
+    true_ll = float(np.mean(np.log(np.exp(-0.5 * d2).mean(axis=1)) - 0.5 * D * np.log(2 * np.pi)))
+    return X[:n], X[n:], true_ll
+
+
+@pytest.mark.parametrize("criterion", ["held_out", "bic"])
+def test_greedy_learning_finds_the_five_components(client, criterion):
+    from daskclust import GreedyGaussianMixture
+
+    X, X_val, true_ll = separated_mixture()
+    model = GreedyGaussianMixture(8, random_state=0, chunk_rows=2500)
+    model.fit(X, X_val=X_val if criterion == "held_out" else None, client=client)
+    assert model.n_components_ == 5
+    assert abs(model.score(X_val, exact=True) - true_ll) <= 0.01 * abs(true_ll)
+    ks = [row["k"] for row in model.components_]
+    assert ks == list(range(1, len(ks) + 1)) and len(ks) >= 6  # it tried one more and stopped
+    F = [row["free_energy"] for row in model.components_]
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(F[:5], F[1:5]))  # each addition raised the bound

@@ -191,11 +191,17 @@ class RefineSettings:
     per_chunk: int = 100_000
 
 
+def build_cells(engine, refine: RefineSettings, full: bool) -> np.ndarray:
+    """Every chunk's tree and initial partition (one pass over the rows): (cells, leaves, W)."""
+    return engine.map_reduce(BuildCellsOp(refine.leaf_size, full, refine.depth))
+
+
 def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: RefineSettings, report=None,
-              full: bool = False) -> tuple[EMResult, list[dict]]:
-    """Build the trees, then alternate EM on the partition (to convergence) and refinement; returns the
-    last EM result (its history the concatenation of every round's) and one row per round."""
-    cells, leaves, W = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, refine.depth))
+              full: bool = False, built: np.ndarray | None = None) -> tuple[EMResult, list[dict]]:
+    """Build the trees (unless ``built``, :func:`build_cells`' result, says they are), then alternate EM on
+    the partition (to convergence) and refinement; returns the last EM result (its history the
+    concatenation of every round's) and one row per round."""
+    cells, leaves, W = build_cells(engine, refine, full) if built is None else built
     history, rounds, state = list(start.history), [], start
     while True:
         result = run_em(engine, state, settings, search, report, op_class=CellEStepOp)
@@ -221,4 +227,6 @@ def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: Re
         row["expanded"] = len(keep)
         cells += added
         state = LoopState(0, result.params)
+    if built is not None:
+        built[0] = cells
     return EMResult(result.params, result.n_iter, result.converged, result.inertia, history), rounds

@@ -1,8 +1,8 @@
 """scikit-learn-style estimators."""
 
-from .cells import CellGaussianMixture
+from .cells import CellGaussianMixture, GreedyGaussianMixture
 from .gaussian_mixture import GaussianMixture
 from .kmeans import KMeans
 from .sketched import SketchedGaussianMixture
 
-__all__ = ["KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture"]
+__all__ = ["KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture", "GreedyGaussianMixture"]

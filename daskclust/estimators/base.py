@@ -155,6 +155,9 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     ``clone``, ``repr``); the subclasses add scikit-learn's mixins.
     """
 
+    variable_components = False
+    """Whether the fit chooses the number of components itself (greedy learning)."""
+
     # subclass hooks -------------------------------------------------------
     def _family(self) -> Family:
         """The model family (:data:`daskclust.models.FAMILIES`)."""
@@ -539,7 +542,7 @@ def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars
     if centres.ndim != 2 or centres.dtype.kind != "f" or not np.all(np.isfinite(centres)):
         raise ModelStoreError(f"{where} is a damaged model: its centres are not a finite 2-D float array")
     C, D = centres.shape
-    if C != estimator._n_clusters():
+    if C != estimator._n_clusters() and not estimator.variable_components:
         raise ModelStoreError(f"{where} is a damaged model: {C} centres for {estimator._n_clusters()} clusters")
     family = estimator._family()
     missing = [name for name in ("weights", "covariances") if name not in arrays]
