@@ -41,7 +41,7 @@ from fsspec.core import url_to_fs
 
 from .errors import InvalidParameterError, OutputRefusedError
 
-KINDS = ("model", "labels", "distances", "scores", "checkpoints", "dataset", "state", "sketch")
+KINDS = ("model", "labels", "distances", "scores", "checkpoints", "dataset", "state", "sketch", "trees")
 """Kinds of store daskclust writes (the value of the ``daskclust_store`` attribute)."""
 
 KIND_ATTR = "daskclust_store"
@@ -190,7 +190,7 @@ def unmark_complete(location: Location) -> None:
 _NAMES = {
     "model": "model", "labels": "labels", "distances": "distances", "scores": "scores",
     "checkpoints": "checkpoint directory",
-    "dataset": "data set", "state": "state store", "sketch": "sketch",
+    "dataset": "data set", "state": "state store", "sketch": "sketch", "trees": "tree store",
 }
 
 

@@ -123,3 +123,16 @@ def test_greedy_learning_finds_the_five_components(client, criterion):
     assert ks == list(range(1, len(ks) + 1)) and len(ks) >= 6  # it tried one more and stopped
     F = [row["free_energy"] for row in model.components_]
     assert all(b >= a - 1e-9 * abs(a) for a, b in zip(F[:5], F[1:5]))  # each addition raised the bound
+
+
+def test_trees_are_saved_and_reused_across_fits(client, tmp_path):
+    X, _ = mixture(n=8000, C=4, seed=6)
+    zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(1000, 2))
+    path, trees = str(tmp_path / "x.zarr"), str(tmp_path / "trees")
+    first = CellGaussianMixture(4, random_state=2, memory_budget=1, tree_store=trees).fit(path, client=client)
+    again = CellGaussianMixture(4, random_state=2, memory_budget=1, tree_store=trees).fit(path, client=client)
+    assert np.allclose(first.means_, again.means_, rtol=1e-10, atol=1e-10)
+    assert [r["cells"] for r in first.refinement_] == [r["cells"] for r in again.refinement_]
+    assert first.bytes_read_ - again.bytes_read_ == X.nbytes  # the second fit skipped the tree pass
+    with pytest.raises(InvalidParameterError, match="other data or settings"):
+        CellGaussianMixture(4, leaf_size=8, tree_store=trees).fit(path, client=client)

@@ -21,7 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import zarr
+
 from ..engine.ops import Chunk
+from ..errors import InvalidParameterError
+from ..io import Location, check_target, is_complete, mark, read_root_attrs, writing
 from ..kernels import kdtree
 from ..kernels.estep import NDIST_POINTS
 from ..kernels.infer import top_components
@@ -191,9 +195,50 @@ class RefineSettings:
     per_chunk: int = 100_000
 
 
-def build_cells(engine, refine: RefineSettings, full: bool) -> np.ndarray:
-    """Every chunk's tree and initial partition (one pass over the rows): (cells, leaves, W)."""
-    return engine.map_reduce(BuildCellsOp(refine.leaf_size, full, refine.depth))
+def build_cells(engine, refine: RefineSettings, full: bool, store: Location | None = None,
+                fingerprint: dict | None = None) -> np.ndarray:
+    """Every chunk's tree and initial partition (one pass over the rows): (cells, leaves, W).
+
+    With a ``store``: the trees are read from it when it holds trees of the same data (``fingerprint``),
+    leaf size and layout -- no pass over the rows -- and written to it otherwise (a fresh store only:
+    trees of other data there are refused, never replaced)."""
+    meta = {"data": fingerprint, "leaf_size": refine.leaf_size, "full": full}
+    if store is not None and is_complete(store):
+        found = (read_root_attrs(store) or {}).get("daskclust_trees")
+        if found != meta:
+            raise InvalidParameterError(f"the tree store {store} holds trees of other data or settings ({found}); "
+                                        f"this fit needs {meta}: choose another tree_store")
+        engine.load_state(store.url)
+        return engine.map_reduce(FrontierOp(refine.depth))
+    built = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, refine.depth))
+    if store is not None:
+        check_target(store, "trees")
+        with writing(store, "trees", checked=True) as target:
+            zarr.open_group(target.url, mode="w", **target.zarr_kwargs)
+            engine.save_state(target.url)
+            mark(target, "trees", complete=False, extra={"daskclust_trees": meta})
+    return built
+
+
+@dataclass
+class FrontierOp:
+    """The initial partition of trees read from a tree store (no rows read): (cells, leaves, W)."""
+
+    depth: int
+
+    reads_rows = False
+
+    def new_acc(self) -> np.ndarray:
+        return np.zeros(3)
+
+    def run(self, chunk: Chunk, acc: np.ndarray) -> None:
+        tree = load_tree(chunk.state)
+        frontier = kdtree.frontier_at_depth(tree, self.depth)
+        chunk.state[STATE_CELL_FRONTIER] = frontier
+        chunk.state.pop(STATE_CELL_K, None)
+        acc += [len(frontier), int((tree.left < 0).sum()), tree.count[0] if len(tree.count) else 0.0]
+
+    merge = staticmethod(BuildCellsOp.merge)
 
 
 def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: RefineSettings, report=None,

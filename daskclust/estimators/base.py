@@ -44,7 +44,7 @@ MAX_RECOVERIES = 3
 """Times a fit starts again after losing workers before giving up."""
 
 
-RUNTIME_PARAMS = ("scheduler_address", "security", "state_store", "memory_budget", "verbose", "callback")
+RUNTIME_PARAMS = ("scheduler_address", "security", "state_store", "tree_store", "memory_budget", "verbose", "callback")
 """Parameters saying where and how a fit runs, not what it fits: never saved with a model or a
 checkpoint, never restored from one (a tampered store must not point a refit at another scheduler)."""
 

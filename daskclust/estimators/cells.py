@@ -11,12 +11,14 @@ from ..em.greedy import GatherCellsOp, add_component
 from ..em.loop import LoopState
 from ..kernels.rng import stream_key
 from ..names import STREAM_GREEDY
+from ..checkpoint import data_fingerprint
 from ..errors import InvalidParameterError
+from ..io import Location
 from ..models import FAMILIES
 from ..models.cells import CELL_FAMILIES
 from .gaussian_mixture import GaussianMixture
 from .inference import MixtureIndex
-from .params import Interval, Options
+from .params import AnyValue, Interval, Options
 
 
 class CellGaussianMixture(GaussianMixture):
@@ -53,6 +55,10 @@ class CellGaussianMixture(GaussianMixture):
         Share of the current cells expanded per round (the best by proposed gain).
     max_refine : int, default=30
         Most refinement rounds.
+    tree_store : str or None, default=None
+        A location (path or URL every worker reaches) keeping the trees between fits: written by the
+        first fit, read by later fits on the same data with the same ``leaf_size`` and covariance
+        layout (no pass over the rows to build them); trees of other data there are refused.
     Other parameters
         As in :class:`GaussianMixture`.
 
@@ -71,10 +77,11 @@ class CellGaussianMixture(GaussianMixture):
         "refine_tol": Interval(0, None),
         "refine_fraction": Interval(0, 1, open_low=True),
         "max_refine": Interval(0, None, integer=True),
+        "tree_store": AnyValue(),
     }
 
     def __init__(self, n_components=1, *, covariance_type="diag", leaf_size=16, initial_depth=4, refine_tol=1e-4,
-                 refine_fraction=0.5, max_refine=30, n_truncated=5, search="estimated", n_neighbors=5,
+                 refine_fraction=0.5, max_refine=30, tree_store=None, n_truncated=5, search="estimated", n_neighbors=5,
                  n_explore=None, n_init_esteps=0, n_samples=5, reg_covar=1e-6, learn_weights=None,
                  weights_init=None, means_init=None, precisions_init=None, init="k-means||", n_init=1, max_iter=100,
                  tol=1e-4, random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5, coreset=None,
@@ -100,11 +107,17 @@ class CellGaussianMixture(GaussianMixture):
         self.refinement_ = []
         return super().fit(X, y, sample_weight, client=client, **kwargs)
 
+    def _trees(self, engine, refine, full):
+        """The trees and the initial partition: built, or read from ``tree_store``."""
+        store = Location.parse(self.tree_store) if self.tree_store is not None else None
+        return build_cells(engine, refine, full, store, data_fingerprint(engine.data))
+
     def _iterate(self, engine, start, plan, search, progress):
         refine = RefineSettings(self.leaf_size, self.initial_depth, self.refine_tol, self.max_refine,
                                 self.refine_fraction)
-        result, rounds = run_cells(engine, start, plan.settings, search, refine, progress.row,
-                                   full=self.covariance_type == "full")
+        full = self.covariance_type == "full"
+        result, rounds = run_cells(engine, start, plan.settings, search, refine, progress.row, full,
+                                   self._trees(engine, refine, full))
         self.refinement_ = rounds
         for row in rounds:
             progress.say(f"cells: round {row['round']}, {row['cells']} cells of {row['leaves']} leaves, free energy "
@@ -160,7 +173,8 @@ class GreedyGaussianMixture(CellGaussianMixture):
 
     def __init__(self, n_components=10, *, covariance_type="full", n_candidates=5, partial_iter=30, patience=1,
                  min_improvement=1e-4,
-                 leaf_size=16, initial_depth=4, refine_tol=1e-4, refine_fraction=0.5, max_refine=30, n_truncated=5,
+                 leaf_size=16, initial_depth=4, refine_tol=1e-4, refine_fraction=0.5, max_refine=30, tree_store=None,
+                 n_truncated=5,
                  search="estimated", n_neighbors=5, n_explore=None, n_init_esteps=0, n_samples=5, reg_covar=1e-6,
                  learn_weights=None, weights_init=None, means_init=None, precisions_init=None, init="k-means||",
                  n_init=1, max_iter=100, tol=1e-5, random_state=None, oversampling_factor=2.0, init_rounds=5,
@@ -198,7 +212,7 @@ class GreedyGaussianMixture(CellGaussianMixture):
         full = self.covariance_type == "full"
         refine = RefineSettings(self.leaf_size, self.initial_depth, self.refine_tol, self.max_refine,
                                 self.refine_fraction)
-        built = build_cells(engine, refine, full)
+        built = self._trees(engine, refine, full)
         W = float(built[2])
         rng = np.random.default_rng(stream_key(plan.settings.seed, STREAM_GREEDY))
         family = self._family()
