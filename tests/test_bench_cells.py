@@ -48,7 +48,7 @@ def test_true_log_likelihood_of_one_component():
 
 
 def _fit(seconds, iterations, em, ll, *, cells_=None, extrapolated=False):
-    out = {"seconds": seconds, "iterations": iterations, "converged": True, "em_evaluations": em,
+    out = {"seconds": seconds, "em_seconds": seconds / 2, "iterations": iterations, "converged": True, "em_evaluations": em,
            "evaluations": em + 1000, "ll": ll, "bytes_read": 8 * 2 * 10_000 * (iterations + 2),
            "extrapolated": extrapolated, "rounds": None, "cells": None, "proposals": 0, "dropped": 0,
            "min_weight": 0.1}
@@ -78,7 +78,7 @@ def test_table_prose_and_plot_come_from_the_values(tmp_path):
     assert cells.speedups(series[1], "cells (defaults)")["time"] == pytest.approx(10.0)
     assert cells.speedups(series[2], "cells (defaults)")["gap"] is None  # no converged exact EM to compare with
     rows = [row for case in series for row in cells.case_rows("N series", case)]
-    assert len(rows) == 9 and all(len(row) == 18 for row in rows)
+    assert len(rows) == 9 and all(len(row) == 20 for row in rows)
     assert "(extrapolated)" in rows[6][4] and rows[7][-2] == "n/a"
     prose = " ".join(cells.verdicts(series, shapes, sk))
     assert "25.0x faster" in prose and "met" in prose and "1.25 s" in prose
