@@ -28,6 +28,7 @@ SUITES = {
     "realdata": "daskclust.bench.realdata",
     "mixtures": "daskclust.bench.mixtures",
     "transforms": "daskclust.bench.transforms",
+    "cells": "daskclust.bench.cells",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
 
