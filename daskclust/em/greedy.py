@@ -7,9 +7,11 @@ bound on the log-likelihood of p_{k+1} = (1 - a) p_k + a phi (Eq. 14) with p_k f
    per row under p_k, Eq. 8) and its most responsible component s; the cells are split into the sets
    P_s by s. The driver holds cells, never rows: O(cells D^2) memory.
 2. For every s, ``n_candidates`` candidates: the mean and covariance (Eq. 15) of a random subset S of P_s,
-   here one cell drawn in proportion to n_A (distinct cells per s), a = n_S / n. Random halves of P_s,
-   tried first, gave candidates too close to the component they came from: no gain until k = 6 on a
-   5-component mixture (one ad-hoc run).
+   here a cell drawn in proportion to n_A (distinct cells per s) and its nearest cells of P_s (by mean)
+   until S holds ``CANDIDATE_SHARE`` of P_s's rows (at least 2 (D + 1)), a = n_S / n. Random halves of
+   P_s, tried first, gave candidates too close to the component they came from (no gain until k = 6 on
+   a 5-component mixture); single cells gave degenerate candidates on the finest partition (a row has
+   no spread), where greedy learning then stopped at one component (one ad-hoc run each).
 3. Partial EM of each candidate on the cells of its P_s only (the new component's responsibility is 0
    elsewhere): r_A of Eq. 18, then a, m_phi, C_phi of Eqs. 19-21, ``partial_iter`` times.
 4. The candidate with the largest gain of the bound (Eq. 17 summed over P_s, minus sum F_A^k) joins the
@@ -32,6 +34,8 @@ from ..names import STATE_CELL_FRONTIER, STATE_CELL_K
 from .cells import load_tree, packed_cells
 
 LOG_2PI = float(np.log(2 * np.pi))
+CANDIDATE_SHARE = 0.05
+"""Share of the rows of P_s a candidate's subset S of cells gathers (Eq. 15)."""
 
 
 @dataclass
@@ -152,8 +156,10 @@ def add_component(cells: dict, params: Params, full: bool, n_candidates: int, pa
         if len(members) < 2:
             continue
         mass = n[members] / n[members].sum()
+        target = max(2.0 * (D + 1), CANDIDATE_SHARE * n[members].sum())
         for cell in rng.choice(members, size=min(n_candidates, len(members)), replace=False, p=mass):
-            subset = np.array([cell])
+            near = members[np.argsort(((m[members] - m[cell]) ** 2).sum(axis=1), kind="stable")]
+            subset = near[: int(np.searchsorted(np.cumsum(n[near]), target)) + 1]
             mean, cov = _moments(m[subset], V[subset], n[subset], full)
             cov = cov + reg * (np.eye(D) if full else 1.0)
             a = float(min(max(n[subset].sum() / n_total, 1e-6), 0.5))

@@ -31,7 +31,7 @@ class CellGaussianMixture(GaussianMixture):
     truncated to its C' best components among the estimated neighbourhoods, and the M-step uses the
     cells' statistics (Eqs. 11-13). When EM has converged on a partition, each chunk proposes the
     cells whose split raises the bound F most, the driver expands the best ``refine_fraction`` of
-    them cluster-wide, and EM continues, until the relative gain falls below ``refine_tol``. Cost per
+    them cluster-wide, and EM continues, until a finer partition raises F by less than ``refine_tol``. Cost per
     iteration: O(cells C' G D) ("diag") or O(cells C' G D^2) ("full"), against O(N ...) on rows.
     F over cells bounds the log-likelihood from below; with every cell a single row it is exact EM.
 
@@ -45,14 +45,17 @@ class CellGaussianMixture(GaussianMixture):
     leaf_size : int, default=16
         Nodes of at most this many rows are leaves (1: the finest partition is the rows).
     initial_depth : int, default=4
-        The first partition: every node at this depth of each chunk's tree (16 cells a chunk). Seed 001
-        starts at depth 2 of one tree; on 200,000 rows of a 10-component 2-D mixture (16 chunks, one
-        ad-hoc run) depth 2 with refine_fraction=0.25 stopped at a worse local optimum (held-in
-        log-likelihood -5.096 against -4.957 for EM on the rows), depth 4 with 0.5 reached -4.958.
+        The first partition: every node at this depth of each chunk's tree (16 cells a chunk), deeper
+        where needed for 20 cells per component. Seed 001 starts at depth 2 of one tree; on 200,000
+        rows of a 10-component 2-D mixture (16 chunks, one ad-hoc run) depth 2 stopped at a worse local
+        optimum (held-in log-likelihood -5.096 against -4.957 for EM on the rows), depth 4 reached
+        -4.958; at k = 50 on 10^5 rows depth 4 starved 18 components, depth 8 none (the bench's run).
     refine_tol : float, default=1e-4
-        Stop refining when the gain in F proposed by a round is below this fraction of |F|.
+        Stop refining when EM on the finer partition raised F by less than this, relatively (seed 001's
+        rule between successive partitions).
     refine_fraction : float, default=0.5
-        Share of the current cells expanded per round (the best by proposed gain).
+        Most cells expanded per round, as a share of the current cells; a round expands the best
+        proposals holding half of the round's proposed gain.
     max_refine : int, default=30
         Most refinement rounds.
     tree_store : str or None, default=None
@@ -65,7 +68,9 @@ class CellGaussianMixture(GaussianMixture):
     Attributes
     ----------
     refinement_ : list of dict
-        Per round: cells, leaves, free energy, EM iterations, cells expanded, relative gain.
+        Per round: cells, leaves, free energy, EM iterations, cells expanded, their proposed gain
+        relative to |F|, and the (cell, component) evaluations of the proposals (also counted in the
+        history's ``n_distances``, on the iteration before them).
     Others as in :class:`GaussianMixture`; ``history_`` holds every round's iterations in turn.
     """
 
@@ -110,7 +115,7 @@ class CellGaussianMixture(GaussianMixture):
     def _trees(self, engine, refine, full):
         """The trees and the initial partition: built, or read from ``tree_store``."""
         store = Location.parse(self.tree_store) if self.tree_store is not None else None
-        return build_cells(engine, refine, full, store, data_fingerprint(engine.data))
+        return build_cells(engine, refine, full, store, data_fingerprint(engine.data), self._n_clusters())
 
     def _iterate(self, engine, start, plan, search, progress):
         refine = RefineSettings(self.leaf_size, self.initial_depth, self.refine_tol, self.max_refine,
