@@ -562,8 +562,8 @@ def notes(series: list[dict], shapes: list[dict], written: Path | None) -> list[
           "pass of the given means, the cells' tree build, EM and refinement); EM seconds: the EM iterations only "
           "(history_ seconds: E-step pass, M-step; no tree build, no refinement proposals or expansions), the time "
           "counterpart of seed 001's measure; defaults otherwise (tol 1e-4, cells: "
-          "leaf_size 16, initial depth 4 (deeper for 20 cells per component), refine_tol 1e-4 on F between "
-          "partitions, refine_fraction 0.5 with half the proposed gain)",
+          "leaf_size 16, initial depth 4 (deeper for 100 cells per component), refine_tol 1e-4 on the gain "
+          "proposed, refine_fraction 0.5 with half the proposed gain)",
         "evaluations: seeding_distances_ (the given means' assignment pass over the rows, the same for every system) + "
         "history_ n_distances, i.e. (row, component) pairs for exact EM and (cell, component) pairs for cells (a pair "
         "costs about 2 D^2 flops on a cell against D (D + 1) on a row); EM evaluations: the history's only, seed 001's "

@@ -188,11 +188,13 @@ class ExpandOp:
 @dataclass(frozen=True)
 class RefineSettings:
     """Refinement (seed 001 Sec. 4). ``depth``: the initial partition, every node at that depth of each
-    chunk's tree, deepened until the cells number at least ``cells_per_component`` per component.
-    A round expands the best proposed cells holding ``gain_share`` of the round's proposed gain (at
-    most ``fraction`` of the cells, at most ``per_chunk`` proposed per chunk); refinement stops when
-    EM on the finer partition raised F by less than ``tol`` relatively (seed 001's rule, between
-    successive partitions), when nothing gains, or after ``max_rounds`` rounds."""
+    chunk's tree, deepened until the cells number at least ``cells_per_component`` per component. A
+    round expands the best proposed cells holding ``gain_share`` of the round's proposed gain (at most
+    ``fraction`` of the cells, at most ``per_chunk`` proposed per chunk); refinement stops when the gain
+    of splitting every proposed cell is below ``tol`` of |F| (summed over the data), when nothing
+    gains, or after ``max_rounds`` rounds. (Seed 001's rule, F between successive partitions,
+    stopped after one round here: a round expanding the few best cells moves F little even when much
+    remains to gain.)"""
 
     leaf_size: int = 16
     depth: int = 4
@@ -201,13 +203,15 @@ class RefineSettings:
     fraction: float = 0.5
     per_chunk: int = 100_000
     gain_share: float = 0.5
-    cells_per_component: int = 20
+    cells_per_component: int = 100
 
 
 def initial_depth(refine: RefineSettings, n_components: int, n_chunks: int) -> int:
     """``refine.depth``, deepened until the initial cells (2^depth a chunk) number at least
-    ``cells_per_component`` per component: a partition coarser than the mixture starves components
-    (at k = 50 on 10^5 rows, depth 4 dropped 18 components; depth 8 none)."""
+    ``cells_per_component`` per component: EM on a partition coarse for the mixture settles in a poor
+    optimum that refinement does not leave (at k = 50 on 10^5 rows depth 4 dropped 18 components; on
+    10^6 rows of a 10-component 5-D mixture 20 cells per component ended 2.9 % below exact EM's held-out
+    log-likelihood, 100 cells per component 0.28 %, ad hoc)."""
     wanted = refine.cells_per_component * n_components / max(n_chunks, 1)
     return max(refine.depth, int(np.ceil(np.log2(max(wanted, 1.0)))))
 
@@ -280,12 +284,9 @@ def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: Re
         result = run_em(engine, state, settings, search, report, op_class=CellEStepOp)
         history.extend(result.history)
         F = result.history[-1]["free_energy"]
-        previous = rounds[-1]["free_energy"] if rounds else None
         row = {"round": len(rounds), "cells": int(cells), "leaves": int(leaves), "free_energy": F,
                "iterations": len(result.history), "expanded": 0, "proposed_gain": 0.0, "evaluations": 0}
         rounds.append(row)
-        if previous is not None and abs(F - previous) <= refine.tol * max(abs(F), abs(previous)):
-            break  # the finer partition did not raise F: seed 001's stopping rule
         if len(rounds) > refine.max_rounds or cells >= leaves:
             break
         kernel = settings.family.kernel_params(result.params)
@@ -296,8 +297,10 @@ def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: Re
         proposed = proposals["rows"]
         if not len(proposed):
             break
+        row["proposed_gain"] = float(proposed[:, 0].sum()) / (W * max(abs(F), np.finfo(float).tiny))
+        if row["proposed_gain"] < refine.tol:
+            break  # splitting every proposed cell would raise F by less than tol: the partition is fine enough
         keep = best_proposals(proposed, refine, cells)
-        row["proposed_gain"] = float(keep[:, 0].sum()) / (W * max(abs(F), np.finfo(float).tiny))
         chosen = {int(c): keep[keep[:, 1] == c, 2].astype(np.int64) for c in np.unique(keep[:, 1])}
         added = engine.map_reduce(ExpandOp(chosen))[0]
         row["expanded"] = len(keep)

@@ -31,7 +31,7 @@ class CellGaussianMixture(GaussianMixture):
     truncated to its C' best components among the estimated neighbourhoods, and the M-step uses the
     cells' statistics (Eqs. 11-13). When EM has converged on a partition, each chunk proposes the
     cells whose split raises the bound F most, the driver expands the best ``refine_fraction`` of
-    them cluster-wide, and EM continues, until a finer partition raises F by less than ``refine_tol``. Cost per
+    them cluster-wide, and EM continues, until what splitting could still gain is below ``refine_tol``. Cost per
     iteration: O(cells C' G D) ("diag") or O(cells C' G D^2) ("full"), against O(N ...) on rows.
     F over cells bounds the log-likelihood from below; with every cell a single row it is exact EM.
 
@@ -46,13 +46,12 @@ class CellGaussianMixture(GaussianMixture):
         Nodes of at most this many rows are leaves (1: the finest partition is the rows).
     initial_depth : int, default=4
         The first partition: every node at this depth of each chunk's tree (16 cells a chunk), deeper
-        where needed for 20 cells per component. Seed 001 starts at depth 2 of one tree; on 200,000
+        where needed for 100 cells per component. Seed 001 starts at depth 2 of one tree; on 200,000
         rows of a 10-component 2-D mixture (16 chunks, one ad-hoc run) depth 2 stopped at a worse local
         optimum (held-in log-likelihood -5.096 against -4.957 for EM on the rows), depth 4 reached
         -4.958; at k = 50 on 10^5 rows depth 4 starved 18 components, depth 8 none (the bench's run).
     refine_tol : float, default=1e-4
-        Stop refining when EM on the finer partition raised F by less than this, relatively (seed 001's
-        rule between successive partitions).
+        Stop refining when splitting every proposed cell would raise F by less than this share of |F|.
     refine_fraction : float, default=0.5
         Most cells expanded per round, as a share of the current cells; a round expands the best
         proposals holding half of the round's proposed gain.
