@@ -107,7 +107,9 @@ class Checkpointer:
     def save(self, engine, state: LoopState, search: dict[str, np.ndarray]) -> str:
         """Write the checkpoint of ``state`` (workers write the chunk states); returns its URL."""
         local = not self.location.is_url
-        final = f"{self.path}/{PREFIX}{state.iteration:06d}"
+        # numbered by the history rows so far: the iteration for a plain fit, and still increasing when the
+        # loop restarts its count (each refinement round of a cell fit)
+        final = f"{self.path}/{PREFIX}{len(state.history):06d}"
         target = f"{final}.tmp" if local else final
         if local:
             discard(target)

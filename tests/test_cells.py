@@ -136,3 +136,32 @@ def test_trees_are_saved_and_reused_across_fits(client, tmp_path):
     assert first.bytes_read_ - again.bytes_read_ == X.nbytes  # the second fit skipped the tree pass
     with pytest.raises(InvalidParameterError, match="other data or settings"):
         CellGaussianMixture(4, leaf_size=8, tree_store=trees).fit(path, client=client)
+
+
+def test_same_model_after_resume(client, tmp_path):
+    from daskclust import checkpoint
+    from test_resilience import Interrupt
+
+    X, _ = mixture(n=12000, C=5, seed=7)
+
+    def model(**kw):
+        return CellGaussianMixture(5, random_state=1, tol=0, max_iter=8, chunk_rows=1500, **kw)
+
+    whole = model().fit(X, client=client)
+    assert len(whole.refinement_) >= 2 and len(whole.history_) > 13  # round 0 has 9 rows (tol=0, max_iter=8)
+    rows = []
+
+    def interrupt_in_round_one(row):
+        rows.append(row)
+        if len(rows) == 13:
+            raise Interrupt("stopped in the second refinement round")
+
+    with pytest.raises(Interrupt):
+        model(callback=interrupt_in_round_one).fit(X, client=client, checkpoint=tmp_path / "run", checkpoint_every=2)
+    last = checkpoint.list_checkpoints(str(tmp_path / "run"))[-1]
+    assert int(last[len("ckpt-"):]) > 9  # written in round 1 (named by history rows: no clash with round 0's)
+    resumed = model().fit(X, client=client, resume=tmp_path / "run")
+    assert resumed.refinement_[-1]["cells"] == whole.refinement_[-1]["cells"]
+    assert len(resumed.history_) == len(whole.history_)
+    assert np.allclose(resumed.means_, whole.means_, rtol=1e-10, atol=1e-10)
+    assert np.allclose(resumed.covariances_, whole.covariances_, rtol=1e-10, atol=1e-12)

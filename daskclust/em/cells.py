@@ -243,6 +243,23 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
 
 
 @dataclass
+class CountCellsOp:
+    """(cells, leaves, W) of the partition the chunks hold (a resumed fit's, restored from its checkpoint)."""
+
+    reads_rows = False
+
+    def new_acc(self) -> np.ndarray:
+        return np.zeros(3)
+
+    def run(self, chunk: Chunk, acc: np.ndarray) -> None:
+        tree = load_tree(chunk.state)
+        acc += [len(chunk.state[STATE_CELL_FRONTIER]), int((tree.left < 0).sum()),
+                tree.count[0] if len(tree.count) else 0.0]
+
+    merge = staticmethod(BuildCellsOp.merge)
+
+
+@dataclass
 class FrontierOp:
     """The initial partition of trees read from a tree store (no rows read): (cells, leaves, W)."""
 
@@ -274,18 +291,19 @@ def best_proposals(proposed: np.ndarray, refine: RefineSettings, cells: int) -> 
 
 
 def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: RefineSettings, report=None,
-              full: bool = False, built: np.ndarray | None = None) -> tuple[EMResult, list[dict]]:
+              full: bool = False, built: np.ndarray | None = None, checkpointer=None) -> tuple[EMResult, list[dict]]:
     """Build the trees (unless ``built``, :func:`build_cells`' result, says they are), then alternate EM on
     the partition (to convergence) and refinement; returns the last EM result (its history the
     concatenation of every round's) and one row per round."""
     cells, leaves, W = build_cells(engine, refine, full) if built is None else built
-    history, rounds, state = list(start.history), [], start
+    rounds, state = [], start
     while True:
-        result = run_em(engine, state, settings, search, report, op_class=CellEStepOp)
-        history.extend(result.history)
-        F = result.history[-1]["free_energy"]
+        before = len(state.history)
+        result = run_em(engine, state, settings, search, report, checkpointer, op_class=CellEStepOp)
+        history = result.history  # every round's rows, carried through the loop state (and checkpoints)
+        F = history[-1]["free_energy"]
         row = {"round": len(rounds), "cells": int(cells), "leaves": int(leaves), "free_energy": F,
-               "iterations": len(result.history), "expanded": 0, "proposed_gain": 0.0, "evaluations": 0}
+               "iterations": len(history) - before, "expanded": 0, "proposed_gain": 0.0, "evaluations": 0}
         rounds.append(row)
         if len(rounds) > refine.max_rounds or cells >= leaves:
             break
@@ -305,7 +323,7 @@ def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: Re
         added = engine.map_reduce(ExpandOp(chosen))[0]
         row["expanded"] = len(keep)
         cells += added
-        state = LoopState(0, result.params)
+        state = LoopState(0, result.params, None, list(history))
     if built is not None:
         built[0] = cells
     return EMResult(result.params, result.n_iter, result.converged, result.inertia, history), rounds

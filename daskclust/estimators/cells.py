@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..em.cells import RefineSettings, build_cells, run_cells
+from ..em.cells import CountCellsOp, RefineSettings, build_cells, run_cells
 from ..em.greedy import GatherCellsOp, add_component
 from ..em.loop import LoopState
 from ..kernels.rng import stream_key
@@ -102,17 +102,20 @@ class CellGaussianMixture(GaussianMixture):
         return MixtureIndex(FAMILIES[self.covariance_type], self._model(), 2 * max(self.n_neighbors, self._n_keep()),
                             exact)
 
-    def fit(self, X, y=None, sample_weight=None, *, client=None, checkpoint=None, resume=None, **kwargs):
-        if checkpoint is not None or resume is not None:
-            raise InvalidParameterError("CellGaussianMixture does not checkpoint yet: its fits read the rows twice "
-                                        "and then only the cells' statistics")
+    def fit(self, X, y=None, sample_weight=None, *, client=None, **kwargs):
+        """As :meth:`GaussianMixture.fit`. A checkpoint holds the trees, the partition and each cell's K
+        with the loop state, so a resumed fit continues in the same partition and equals the
+        uninterrupted one; its ``refinement_`` lists the rounds since the resume."""
         if self.coreset is not None:
             raise InvalidParameterError("coreset= does not combine with cells: the cells already summarise the rows")
         self.refinement_ = []
         return super().fit(X, y, sample_weight, client=client, **kwargs)
 
-    def _trees(self, engine, refine, full):
-        """The trees and the initial partition: built, or read from ``tree_store``."""
+    def _trees(self, engine, refine, full, resumed: bool = False):
+        """The trees and the initial partition: built, or read from ``tree_store``; a resumed fit's
+        partition as its checkpoint restored it."""
+        if resumed:
+            return engine.map_reduce(CountCellsOp())
         store = Location.parse(self.tree_store) if self.tree_store is not None else None
         return build_cells(engine, refine, full, store, data_fingerprint(engine.data), self._n_clusters())
 
@@ -121,7 +124,7 @@ class CellGaussianMixture(GaussianMixture):
                                 self.refine_fraction)
         full = self.covariance_type == "full"
         result, rounds = run_cells(engine, start, plan.settings, search, refine, progress.row, full,
-                                   self._trees(engine, refine, full))
+                                   self._trees(engine, refine, full, resumed=start.iteration > 0), plan.checkpointer)
         self.refinement_ = rounds
         for row in rounds:
             progress.say(f"cells: round {row['round']}, {row['cells']} cells of {row['leaves']} leaves, free energy "
@@ -200,7 +203,12 @@ class GreedyGaussianMixture(CellGaussianMixture):
         super()._set_model(params)
 
     def fit(self, X, y=None, sample_weight=None, *, X_val=None, client=None, **kwargs):
+        """As :meth:`CellGaussianMixture.fit`, with ``X_val`` (rows) for the held-out criterion. No
+        checkpoints: the number of components changes within the fit."""
         self._validate_params()
+        if kwargs.get("checkpoint") is not None or kwargs.get("resume") is not None:
+            raise InvalidParameterError("GreedyGaussianMixture does not checkpoint: its number of components changes "
+                                        "within the fit; fit CellGaussianMixture(n_components_) to checkpoint")
         self._X_val = None if X_val is None else np.asarray(X_val, dtype=np.float64)
         self._fitting, self._k = True, 1
         try:
