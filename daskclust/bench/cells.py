@@ -588,5 +588,5 @@ def notes(series: list[dict], shapes: list[dict], written: Path | None) -> list[
                        f"total = that fit's time outside iterations + {exact['iterations']} iterations (exact EM's count "
                        f"at the largest N it ran) x the median; evaluations likewise; its estimate from the smaller N "
                        f"exceeded {EXACT_LIMIT_S:.0f} s")
-    out.append(f"plot: {written}" if written else "plot: skipped (matplotlib not installed)")
+    out.append(f"plot: docs/{written.name}" if written else "plot: skipped (matplotlib not installed)")
     return out
