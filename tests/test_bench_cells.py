@@ -86,4 +86,4 @@ def test_table_prose_and_plot_come_from_the_values(tmp_path):
     written = cells.plot(series, tmp_path / "speedup.png")
     assert written is not None and written.stat().st_size > 10_000
     notes = " ".join(cells.notes(series, shapes, written))
-    assert "EXTRAPOLATED" in notes and "passes" in notes and str(written) in notes
+    assert "EXTRAPOLATED" in notes and "passes" in notes and f"plot: docs/{written.name}" in notes
