@@ -52,6 +52,11 @@ def packed_cells(tree: kdtree.KDTree, nodes: np.ndarray) -> tuple[np.ndarray, np
     return np.ascontiguousarray(np.hstack([tree.mean[nodes], second])), np.ascontiguousarray(tree.count[nodes])
 
 
+def partition_sizes(tree: kdtree.KDTree, frontier: np.ndarray) -> list:
+    """A chunk's (cells in its partition, leaves of its tree, its total weight W)."""
+    return [len(frontier), int((tree.left < 0).sum()), tree.count[0] if len(tree.count) else 0.0]
+
+
 @dataclass
 class BuildCellsOp:
     """Build every chunk's tree (reads the rows once) and its initial frontier; returns (cells, leaves, W)."""
@@ -70,7 +75,7 @@ class BuildCellsOp:
         chunk.state[STATE_CELL_FRONTIER] = frontier
         chunk.state.pop(STATE_CELL_K, None)
         chunk.state.pop(STATE_SEED_LABEL, None)  # the E-step starts each cell from its mean's nearest seed
-        acc += [len(frontier), int((tree.left < 0).sum()), tree.count[0] if len(tree.count) else 0.0]
+        acc += partition_sizes(tree, frontier)
 
     @staticmethod
     def merge(a, b):
@@ -253,8 +258,7 @@ class CountCellsOp:
 
     def run(self, chunk: Chunk, acc: np.ndarray) -> None:
         tree = load_tree(chunk.state)
-        acc += [len(chunk.state[STATE_CELL_FRONTIER]), int((tree.left < 0).sum()),
-                tree.count[0] if len(tree.count) else 0.0]
+        acc += partition_sizes(tree, chunk.state[STATE_CELL_FRONTIER])
 
     merge = staticmethod(BuildCellsOp.merge)
 
@@ -275,7 +279,7 @@ class FrontierOp:
         frontier = kdtree.frontier_at_depth(tree, self.depth)
         chunk.state[STATE_CELL_FRONTIER] = frontier
         chunk.state.pop(STATE_CELL_K, None)
-        acc += [len(frontier), int((tree.left < 0).sum()), tree.count[0] if len(tree.count) else 0.0]
+        acc += partition_sizes(tree, frontier)
 
     merge = staticmethod(BuildCellsOp.merge)
 
