@@ -59,11 +59,17 @@ class BlockSource:
             block = self.array[start:stop].compute(scheduler="sync")
         elif self.kind == "sketch":
             values, indices = self.array
-            block = np.hstack([np.asarray(values[start:stop], dtype=self.dtype),
-                               np.asarray(indices[start:stop], dtype=self.dtype)])
+            block = pack_sketch(values[start:stop], indices[start:stop])
         else:
             block = self.array[start:stop]
         return np.ascontiguousarray(block, dtype=self.dtype)
+
+
+def pack_sketch(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Sketch rows as the E-step kernels read them: (n, 2Q) float64, values then indices (exact as floats
+    below 2^53), so a sketch row is one row of the engine's chunks (:mod:`daskclust.transforms.sketch`)."""
+    return np.ascontiguousarray(np.hstack([np.asarray(values, dtype=np.float64),
+                                           np.asarray(indices, dtype=np.float64)]))
 
 
 def is_path_like(obj: Any) -> bool:

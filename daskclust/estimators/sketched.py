@@ -7,13 +7,14 @@ import math
 import numpy as np
 
 from ..data import as_chunked_data
+from ..data.sources import pack_sketch
 from ..engine.cluster import connect
 from ..errors import InvalidDataError, InvalidParameterError
-from ..kernels.estep import N_SCALARS, estep_full
+from ..kernels.infer import top_components
 from ..models import FAMILIES
 from ..models.sketched import SketchedFamily
 from ..seeding.sketch import seed_sketches
-from ..transforms.sketch import PRECONDITIONS, Sketch, SketchedData, pack
+from ..transforms.sketch import PRECONDITIONS, Sketch, SketchedData
 from .apply import ROW_BLOCK
 from .coreset_fit import check_coreset_fit
 from .gaussian_mixture import GaussianMixture
@@ -112,8 +113,9 @@ class SketchedGaussianMixture(GaussianMixture):
                 raise InvalidParameterError("a sketch carries its rows' weights: pass sample_weight when sketching")
             self._sketched = X
             return super().fit(X, client=client, **kwargs)
-        sketcher = self.sketcher(as_chunked_data(X, sample_weight).n_features)
-        self._check_initial_params(self._n_clusters(), as_chunked_data(X).n_features)
+        n_features = as_chunked_data(X, sample_weight).n_features
+        sketcher = self.sketcher(n_features)
+        self._check_initial_params(self._n_clusters(), n_features)
         check_coreset_fit(self.coreset, self._n_clusters(), kwargs.get("checkpoint"), kwargs.get("resume"))
         with connect(client, self.scheduler_address, security=self.security) as cl:
             self._sketched = sketcher.fit_transform(X, sample_weight, client=cl, output=sketch_output,
@@ -229,7 +231,7 @@ class SketchedGaussianMixture(GaussianMixture):
             raise InvalidDataError(f"the sketch is of {X.n_features} features, the model of {self.n_features_in_}")
         kernel = SketchedFamily(self.covariance_type, X.n_kept).kernel_params(self._model())
         if X.in_memory:
-            packed = pack(X.values, X.indices)
+            packed = pack_sketch(X.values, X.indices)
             return np.concatenate([sketch_labels(packed[s:s + ROW_BLOCK], kernel)
                                    for s in range(0, len(packed), ROW_BLOCK)])
         lazy = X.chunked().X
@@ -242,10 +244,11 @@ class SketchedGaussianMixture(GaussianMixture):
 
 
 def sketch_labels(packed: np.ndarray, kernel) -> np.ndarray:
-    """Each packed sketch row's component of smallest cost (the E-step kernel with C' = 1)."""
-    C, P = kernel.means.shape
-    K = np.empty((len(packed), 1), dtype=np.int32)
-    stats = (np.zeros(C), np.zeros((C, P)), np.zeros((C, P)), np.zeros((C, P)))
-    estep_full(np.ascontiguousarray(packed, dtype=np.float64), np.zeros(0), kernel, 1, K, stats, np.zeros(N_SCALARS))
-    return K[:, 0]
-
+    """Each packed sketch row's component of smallest cost (:func:`~daskclust.kernels.infer.top_components`
+    over every component)."""
+    packed = np.ascontiguousarray(packed, dtype=np.float64)
+    n = len(packed)
+    idx = np.empty((n, 1), dtype=np.int32)
+    top_components(packed, kernel, np.zeros(n, dtype=np.int64), np.zeros((1, 0), dtype=np.int32), 1, idx,
+                   np.empty((n, 1)), np.empty(n))
+    return idx[:, 0]

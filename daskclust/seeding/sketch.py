@@ -126,9 +126,8 @@ def seed_sketches(engine, family: SketchedFamily, n_clusters: int, n_features: i
         n_dist, _ = kmeanspp_sketches(np.ascontiguousarray(sample, dtype=np.float64), n_clusters,
                                       stream_key(seed, STREAM_SKETCH_SEEDING), centres)
         method = "k-means++ (sketches)"
-    hard = SketchedFamily(family.covariance_type, family.n_kept)
-    unit = hard.kernel_params(hard.initial_params(centres, 1.0, 0.0))
-    stats = engine.map_reduce(BootstrapOp(hard, unit))
+    unit = family.kernel_params(family.initial_params(centres, 1.0, 0.0))  # unit variances, equal weights
+    stats = engine.map_reduce(BootstrapOp(family, unit))
     n_dist += int(stats.scal[NDIST_POINTS])
     sigma2 = float(stats.scal[QE] / (family.n_kept * stats.scal[W]))
     params = family.bootstrap(stats, centres, sigma2, reg)

@@ -28,7 +28,7 @@ from numba import njit
 
 from ..data import ChunkedData, as_chunked_data
 from ..data.chunking import row_bounds
-from ..data.sources import BlockSource, is_path_like
+from ..data.sources import BlockSource, is_path_like, pack_sketch
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
@@ -145,13 +145,6 @@ class SketchTransform:
                    np.asarray(attrs["shared"], dtype=np.int64), str(attrs["precondition"]), int(attrs["seed"]))
 
 
-def pack(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """The rows as the E-step kernels read a sketch: (n, 2Q) float64, values then indices
-    (exact as floats below 2^53). A sketch row is then one row of the engine's chunks."""
-    return np.ascontiguousarray(np.hstack([np.asarray(values, dtype=np.float64),
-                                           np.asarray(indices, dtype=np.float64)]))
-
-
 class SketchGeometry:
     """How a lightweight coreset measures packed sketch rows (:class:`~daskclust.transforms.coreset.RowGeometry`'s
     interface): the mean in the P-dimensional preconditioned space, feature by feature over the rows
@@ -226,14 +219,14 @@ class SketchedData:
         return cls(group["values"], group["indices"], weights, SketchTransform.from_attrs(attrs["transform"]))
 
     def chunked(self, chunk_rows: int | None = None, min_samples: int = 1) -> ChunkedData:
-        """The sketch as the engine's data: rows packed by :func:`pack`, read by the workers from the
+        """The sketch as the engine's data: rows packed by :func:`~daskclust.data.sources.pack_sketch`, read by the workers from the
         store (or pushed from memory), weights alongside."""
         Q = self.n_kept
         if self.n_samples < max(1, min_samples):
             raise InvalidDataError(f"the sketch has {self.n_samples} rows, fewer than the {min_samples} required "
                                    "(n_samples must be at least the number of clusters)")
         if self.in_memory:
-            return as_chunked_data(pack(self.values, self.indices), self.weights, chunk_rows=chunk_rows,
+            return as_chunked_data(pack_sketch(self.values, self.indices), self.weights, chunk_rows=chunk_rows,
                                    min_samples=min_samples)
         rows = int(chunk_rows or self.values.chunks[0])
         lazy = da.concatenate([da.from_zarr(self.values, chunks=(rows, Q)).astype(np.float64),
