@@ -122,7 +122,7 @@ def test_embedded_local_cluster_is_used_and_closed():
 
 def test_cli_round_trip(tmp_path, capsys, client):
     data, model, labels = tmp_path / "d.zarr", tmp_path / "m.zarr", tmp_path / "l.zarr"
-    assert main(["make-data", "birch", str(data), "--clusters", "16", "--points-per-cluster", "30"]) == 0
+    assert main(["make-data", "birch", "--output", str(data), "--clusters", "16", "--points-per-cluster", "30"]) == 0
     assert main(["fit", str(data), "--clusters", "16", "--output", str(model), "--scheduler",
                  client.scheduler.address, "--quiet"]) == 0
     assert main(["predict", str(model), str(data), "--output", str(labels), "--scheduler",
@@ -133,7 +133,7 @@ def test_cli_round_trip(tmp_path, capsys, client):
     assert info["kind"] == "KMeans" and info["n_clusters"] == 16
     stored = zarr.open_array(str(labels), mode="r")
     assert stored.shape == (480,) and stored[:].max() < 16
-    assert main(["make-data", "blobs", str(tmp_path / "b.zarr"), "--samples", "500", "--features", "4",
+    assert main(["make-data", "blobs", "--output", str(tmp_path / "b.zarr"), "--samples", "500", "--features", "4",
                  "--clusters", "5"]) == 0
     assert main(["fit", str(tmp_path / "b.zarr"), "--clusters", "5", "--algorithm", "gmm", "--covariance-type",
                  "full", "--output", str(tmp_path / "g.zarr"), "--quiet", "--scheduler", client.scheduler.address]) == 0

@@ -189,7 +189,7 @@ def test_save_load_clone_and_plain_fits(client, data, tmp_path):
 
 def test_cli_coreset_options(client, tmp_path):
     store, out = str(tmp_path / "d.zarr"), tmp_path / "m.zarr"
-    assert main(["make-data", "birch", store, "--clusters", "9", "--points-per-cluster", "30"]) == 0
+    assert main(["make-data", "birch", "--output", store, "--clusters", "9", "--points-per-cluster", "30"]) == 0
     assert main(["fit", store, "--clusters", "9", "--coreset", "100", "--refine-iter", "2", "--output", str(out),
                  "--scheduler", client.scheduler.address, "--quiet"]) == 0
     model = daskclust.load(out)

@@ -77,7 +77,7 @@ def driver(tmp_path_factory, cluster):
     here = tmp_path_factory.mktemp("driver-cwd")
     (here / "notes").mkdir()
     (here / "notes" / "notes.txt").write_text("do not delete\n")
-    done = cli("make-data", "birch", "data.zarr", "--clusters", "16", "--points-per-cluster", "50", cwd=here)
+    done = cli("make-data", "birch", "--output", "data.zarr", "--clusters", "16", "--points-per-cluster", "50", cwd=here)
     assert done.returncode == 0, done.stderr
     done = cli("fit", "data.zarr", "--clusters", "16", "--scheduler", address, "--output", "m.zarr",
                "--checkpoint", "ck.zarr", "--checkpoint-every", "2", "--quiet", cwd=here)
@@ -123,8 +123,8 @@ def test_resume_from_a_relative_checkpoint(driver, cluster):
     ["fit", "data.zarr", "--clusters", "8", "--output", "notes", "--overwrite"],
     ["fit", "data.zarr", "--clusters", "8", "--output", "m.zarr"],
     ["fit", "data.zarr", "--clusters", "8", "--output", "new.zarr", "--checkpoint", "data.zarr"],
-    ["make-data", "birch", "m.zarr", "--clusters", "4", "--overwrite"],
-    ["make-data", "birch", "notes", "--clusters", "4", "--overwrite"],
+    ["make-data", "birch", "--output", "m.zarr", "--clusters", "4", "--overwrite"],
+    ["make-data", "birch", "--output", "notes", "--clusters", "4", "--overwrite"],
 ])
 def test_hostile_outputs_leave_every_file_intact(driver, cluster, command):
     address, _ = cluster

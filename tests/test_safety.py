@@ -116,7 +116,8 @@ def test_save_replaces_a_model_only_with_overwrite(model, tmp_path):
     np.testing.assert_array_equal(daskclust.load(tmp_path / "m.zarr").centres_, model.centres_)
 
 
-def test_cli_fit_output_onto_its_data_is_refused_before_any_work(workdir, capsys, monkeypatch):
+def test_cli_fit_output_onto_its_data_is_refused_before_any_work(workdir, model, capsys, monkeypatch):
+    """``model`` saves model.zarr (a daskclust model), which ``fit`` without --overwrite must refuse."""
     root, _ = workdir
     before = snapshot(root)
     monkeypatch.setattr(daskclust.KMeans, "fit", lambda *a, **k: pytest.fail("the fit must not start"))
@@ -127,11 +128,11 @@ def test_cli_fit_output_onto_its_data_is_refused_before_any_work(workdir, capsys
     assert snapshot(root) == before
 
 
-def test_make_data_never_replaces_a_model_or_user_files(workdir, capsys):
+def test_make_data_never_replaces_a_model_or_user_files(workdir, model, capsys):
     root, _ = workdir
     before = snapshot(root)
     for target in ("model.zarr", "notes", "data.zarr"):
-        assert main(["make-data", "birch", str(root / target), "--clusters", "4", "--overwrite"]) == 2
+        assert main(["make-data", "birch", "--output", str(root / target), "--clusters", "4", "--overwrite"]) == 2
         assert "refusing to write the data set" in capsys.readouterr().err
     assert snapshot(root) == before
 

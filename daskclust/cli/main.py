@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     make = sub.add_parser("make-data", help="write a synthetic data set to a zarr store")
     make.add_argument("kind", choices=("birch", "blobs"))
-    make.add_argument("output", help="zarr store path or fsspec URL")
+    make.add_argument("--output", required=True, help="zarr store path or fsspec URL to write")
     make.add_argument("--clusters", type=int, default=100, help="number of true clusters (birch: a square)")
     make.add_argument("--samples", type=int, default=200_000, help="blobs: number of rows")
     make.add_argument("--features", type=int, default=64, help="blobs: number of features")
