@@ -206,6 +206,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
 
     @property
     def means_(self) -> np.ndarray:
+        """The component means, shape (C, D) (scikit-learn's name for ``centres_``)."""
         self._check_fitted()
         return self.centres_
 

@@ -173,6 +173,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
 
     @property
     def cluster_centers_(self) -> np.ndarray:
+        """The cluster centres, shape (C, D) (scikit-learn's name for ``centres_``)."""
         self._check_fitted()
         return self.centres_
 

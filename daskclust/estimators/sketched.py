@@ -51,11 +51,13 @@ class SketchedGaussianMixture(GaussianMixture):
     n_shared : int, default=0
         Q_S, entries every row keeps (seed 002 Sec. IV-C).
     precondition : {"dct", "none"}, default="dct"
-    Other parameters
-        As in :class:`GaussianMixture`. ``means_init`` is given in the raw space; ``precisions_init``
-        in the preconditioned space. Without ``means_init`` the seeding is k-means++ on a sample of
-        sketches followed by the hard bootstrap (:mod:`daskclust.seeding.sketch`); ``init`` is
-        ignored.
+
+    Notes
+    -----
+    The other parameters are :class:`GaussianMixture`'s. ``means_init`` is given in the raw space;
+    ``precisions_init`` in the preconditioned space. Without ``means_init`` the seeding is k-means++
+    on a sample of sketches followed by the hard bootstrap (``daskclust.seeding.sketch``); ``init``
+    is ignored.
 
     Attributes
     ----------
@@ -204,6 +206,7 @@ class SketchedGaussianMixture(GaussianMixture):
     # applying -------------------------------------------------------------
     @property
     def means_(self) -> np.ndarray:
+        """The component means in the raw space, shape (C, P): D H^T mu~, the preconditioning inverted."""
         self._check_fitted()
         return self.sketch_transform_.invert(self.centres_)
 
