@@ -32,7 +32,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     n_clusters : int, default=8
         Number of clusters C.
     search : {"estimated", "exhaustive", "sampled", "full"}, default="estimated"
-        Which clusters a point evaluates (see :mod:`daskclust.search` and docs/algorithms.md).
+        Which clusters a point evaluates (see :mod:`daskclust.search` and docs/algorithms/search.md).
     n_neighbors : int, default=5
         G, size of the cluster neighbourhoods G_c (c included).
     n_explore : int, default=1
