@@ -34,7 +34,8 @@ def on_pre_build(config, **kwargs) -> None:
 
 
 def undocumented(obj, names: list[str] | None = None) -> list[str]:
-    """Paths of ``obj`` and its public members (inherited ones of the package included) without a docstring."""
+    """Paths of ``obj`` and its public members (inherited ones of its package included) without a docstring."""
+    own = obj.package.name + "."
     missing = [] if obj.docstring and obj.docstring.value.strip() else [obj.path]
     if obj.is_module or obj.is_class:
         members = obj.all_members if obj.is_class else obj.members
@@ -42,13 +43,15 @@ def undocumented(obj, names: list[str] | None = None) -> list[str]:
             if (names is not None and name not in names) or (names is None and name.startswith("_")):
                 continue
             if member.is_alias:
-                if not member.target_path.startswith("daskclust") or obj.is_module:
-                    continue  # re-exports and scikit-learn's own methods are documented where they live
+                if obj.is_module or not member.target_path.startswith(own):
+                    continue  # re-exports and other packages' methods (scikit-learn's) are documented where they live
                 member = member.final_target
+            if member.is_module or not member.path.startswith(own):
+                continue
             if member.is_attribute and not member.has_labels("property"):
                 continue
-            if member.is_module or member.path.startswith("daskclust.") is False:
-                continue
-            missing += undocumented(member) if member.is_class else (
-                [] if member.docstring and member.docstring.value.strip() else [f"{obj.path}.{name}"])
+            if member.is_class:
+                missing += undocumented(member)
+            elif not (member.docstring and member.docstring.value.strip()):
+                missing.append(f"{obj.path}.{name}")
     return missing
