@@ -233,6 +233,9 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features), dask array, zarr.Array,
             xarray.DataArray, or str (zarr store path or fsspec URL)
+            A DataArray must be 2-D, with any dimension names: the first is the
+            samples, the second the features (a (time, y, x, band) cube becomes
+            ``cube.stack(sample=("time", "y", "x")).transpose("sample", "band")``).
         y : ignored
         sample_weight : array-like of shape (n_samples,), optional
         client : distributed.Client, optional
@@ -458,8 +461,12 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """Index of the nearest centre of each row (exact: a ball index over the centres prunes where
         it can, :class:`~daskclust.seeding.ops.NearestIndex`).
 
-        numpy input gives a numpy array, lazy input (dask, zarr, xarray, path) a
-        dask array; with ``output`` the labels are written to that zarr store
+        numpy input gives a numpy array, lazy input (dask, zarr, path) a dask
+        array. A 2-D DataArray gives a DataArray named "labels" along its first
+        (sample) dimension with its coordinates, a stacked MultiIndex included
+        (``labels.unstack("sample")`` gives back the grid the samples were stacked
+        from), backed by numpy or by a lazy dask array as the input is. With
+        ``output`` the labels are written to that zarr store
         chunk by chunk and the stored array is returned. ``output`` must not
         overlap ``X``; an existing labels store there is replaced only with
         ``overwrite`` (nothing else ever is); ``inputs`` lists other stores of

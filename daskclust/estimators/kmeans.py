@@ -111,11 +111,12 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (C, D)
-    labels_ : ndarray or dask array of shape (n_samples,)
+    labels_ : ndarray, dask array or xarray.DataArray of shape (n_samples,)
         Nearest centre of each training row (``predict(X)``): for numpy input a
         numpy array, computed after the fit by one exact pass over ``X`` on the
         driver's threads (O(N C D), not in ``fit_time_``); for lazy input (dask,
-        zarr, xarray, path) a lazy dask array. Not saved with the model.
+        zarr, path) a lazy dask array; for a DataArray a DataArray named "labels"
+        (see :meth:`predict`). Not saved with the model.
     sigma2_ : float
         Variance of the rows around their centres, sum ||y - mu||^2 / (D N).
     inertia_ : float

@@ -225,7 +225,8 @@ class SketchedGaussianMixture(GaussianMixture):
     def predict(self, X, *, output=None, storage_options=None, overwrite=False, inputs=()):
         """Most responsible component of each row: raw rows are preconditioned and scored on all P
         features; rows of a :class:`~daskclust.transforms.SketchedData` on their Q kept entries
-        (Eq. 17). numpy rows or an in-memory sketch give numpy, lazy inputs a dask array."""
+        (Eq. 17). numpy rows or an in-memory sketch give numpy, lazy inputs a dask array, a DataArray
+        of raw rows a DataArray (as :meth:`KMeans.predict <daskclust.KMeans.predict>`)."""
         if not isinstance(X, SketchedData):
             return super().predict(X, output=output, storage_options=storage_options, overwrite=overwrite,
                                    inputs=inputs)
