@@ -261,6 +261,8 @@ def family_constants(name: str, compute: list[dict], tree: list[dict]) -> Family
 
 
 def run(client) -> Table:
+    """Measure the constants (E-step and read on ``client``'s one 1-thread worker, the tree in this
+    process, the overhead on LocalClusters of its own) and write the table, notes and prediction."""
     compute = measure_compute(client)
     read = measure_read(client)
     tree = measure_tree()
@@ -300,14 +302,13 @@ def run(client) -> Table:
 def notes(compute: list[dict], tree: list[dict], families: list[FamilyConstants], overhead: Line,
           read: dict[str, float]) -> list[str]:
     """How each constant was measured, the fitted lines, and the per-level bytes, from the run's values."""
-    empty = ", ".join(f"{1e3 * c['empty']:.3g} ms" for c in compute[::len(ESTIMATORS)])
+    empty = [1e3 * c["empty"] for c in compute]
     out = [
         f"E-step (r, E): {COMPUTE_ROWS:,} rows of make-data blobs (float32), C = {COMPUTE_CLUSTERS}, centres = random "
         f"rows, persisted on one worker process of one thread; the median pass of iterations {WARM_UP + 1}-"
         f"{ITERATIONS} ({ITERATIONS} E-steps with M-steps and neighbourhood updates between them, rows sorted by "
-        f"K(n) after the first, as in a fit) less the median empty pass on the same engine ({empty} at D = "
-        f"{', '.join(map(str, COMPUTE_DIMS))}); E: point-to-centre distances (or log-joints) the kernels count "
-        f"per row",
+        f"K(n) after the first, as in a fit) less the median empty pass on the same engine ({min(empty):.3g}-"
+        f"{max(empty):.3g} ms); E: point-to-centre distances (or log-joints) the kernels count per row",
         f"rho: a store of {READ_ROWS:,} x {TREE_DIM} float32 in {READ_CHUNKS} chunks streamed by one 1-thread worker "
         f"(median of 5 passes reading every row, less 5 passes reading none), just written, so from the page cache: "
         f"the CPU's part of a read (zarr, decompression, copies), {1e9 * read['none']:.3g} s / GB without compression "
@@ -330,6 +331,9 @@ def notes(compute: list[dict], tree: list[dict], families: list[FamilyConstants]
             f"{1e3 * f.merge_seconds.intercept:.3g} ms + {1e6 * f.merge_seconds.slope:.3g} us C; t_drv = "
             f"{1e3 * f.driver_seconds.intercept:.3g} ms + {1e6 * f.driver_seconds.slope:.3g} us C"
         )
+    out.append(f"The limits' C below extend these lines far beyond the largest C measured ({TREE_CLUSTERS[-1]:,}): "
+               f"the messages and the driver's work are per-cluster arrays, linear in C, but at larger C they also "
+               f"leave the caches, so the limits are optimistic")
     for t in (t for t in tree if t["C"] == TREE_CLUSTERS[-1]):
         levels = ", ".join(f"level {d}: {v:,} bytes" for d, v in t["levels"].items())
         out.append(f"{t['family']}, C = {t['C']}: largest message sent from each level of the tree ({levels}; "

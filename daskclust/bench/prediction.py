@@ -34,10 +34,12 @@ class Line:
 
     @classmethod
     def fit(cls, xs, ys) -> Line:
+        """The least-squares line through the points (xs, ys)."""
         slope, intercept = np.polyfit(np.asarray(xs, dtype=float), np.asarray(ys, dtype=float), 1)
         return cls(float(intercept), float(slope))
 
     def __call__(self, x: float) -> float:
+        """The line's value at ``x``."""
         return self.intercept + self.slope * x
 
 
