@@ -16,7 +16,6 @@ import re
 import time
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 SUITES = {
@@ -68,14 +67,9 @@ def _fmt(value) -> str:
 def machine() -> dict:
     import psutil
 
-    from .. import __version__
+    from ..versions import package_versions
 
-    libs = {"daskclust": __version__}
-    for name in ("dask", "distributed", "numpy", "numba", "zarr", "scikit-learn", "faiss-cpu"):
-        try:
-            libs[name] = version(name)
-        except PackageNotFoundError:
-            libs[name] = "not installed"
+    libs = package_versions(("daskclust", "dask", "distributed", "numpy", "numba", "zarr", "scikit-learn", "faiss-cpu"))
     return {
         "cpu_count": os.cpu_count(),
         "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),

@@ -202,6 +202,11 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """The EM iterations on the engine after the seeding (or from a checkpoint)."""
         return run_em(engine, start, plan.settings, search, progress.row, plan.checkpointer)
 
+    def _data_sources(self, X, sample_weight) -> tuple[dict | None, dict | None]:
+        """Where the training data ``X`` and ``sample_weight`` are stored (:func:`describe_source`), as recorded
+        with checkpoints and models."""
+        return describe_source(X), describe_source(sample_weight)
+
     def _coreset_builder(self, seed_value: int):
         """The :class:`~daskclust.transforms.LightweightCoreset` of a ``coreset=m`` fit."""
         from ..transforms import LightweightCoreset
@@ -294,7 +299,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         if not isinstance(init, str):
             check_init(init, C, n_features)
         self._check_initial_params(C, n_features)
-        plan = self._plan(data, X, checkpoint, checkpoint_every, resume, overwrite)
+        plan = self._plan(data, X, sample_weight, checkpoint, checkpoint_every, resume, overwrite)
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
         t0 = time.perf_counter()
         self.bytes_read_ = 0
@@ -313,6 +318,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                 remove_store(plan.state_store)  # scratch space of this fit only
         self._set_fitted(result, seeding, n_features, seed_value, time.perf_counter() - t0)
         self.coreset_ = coreset
+        self.training_data_ = {"source": plan.meta["source"], "weights": plan.meta["weights"],
+                               "fingerprint": plan.meta["data"]}
         self.labels_ = self.predict(X)
         progress.say(
             f"done: {self.n_iter_} iterations{'' if coreset is None else ' on the full data'}, free energy "
@@ -342,7 +349,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                          metric=self._family().metric),
         )
 
-    def _plan(self, data, X, checkpoint, checkpoint_every, resume, overwrite) -> FitPlan:
+    def _plan(self, data, X, sample_weight, checkpoint, checkpoint_every, resume, overwrite) -> FitPlan:
         """Settings, checkpointing, the resumed checkpoint and the state store, checked before any work."""
         params = self.model_params()
         fingerprint = data_fingerprint(data)
@@ -352,10 +359,12 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         seed_value = resumed.meta["seed"] if resumed is not None else resolve_seed(self.random_state)
         settings = EMSettings(self._n_clusters(), self._n_keep(), self._family(), self.max_iter, self.tol,
                               self._reg(), self.n_init_esteps, seed_value)
+        source, weights = self._data_sources(X, sample_weight)
         meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
-                "source": describe_source(X), "seeding": resumed.meta["seeding"] if resumed else None}
-        source = source_location(data.source.array) if data.source.kind == "zarr" else None
-        inputs = [source, source_location(X)]
+                "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
+        stored = [source_location(block.array) for block in (data.source, data.weight_source)
+                  if block is not None and block.kind == "zarr"]  # the zarr stores every worker reads
+        inputs = [*stored, source_location(X)]
         shared = []
         checkpointer = None
         if checkpoint is not None:
@@ -374,7 +383,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             check_target(state_store, "state", overwrite=overwrite or checkpointer is not None, inputs=inputs)
             reset_state_store(state_store)
             shared.append(state_store)
-        return FitPlan(settings, meta, checkpointer, resumed, state_store, [source] if source else [], shared)
+        return FitPlan(settings, meta, checkpointer, resumed, state_store, stored, shared)
 
     def model_params(self) -> dict:
         """The parameters saved with a model or checkpoint: JSON values, runtime settings left out."""
@@ -501,7 +510,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         scalars.update(self._stored_scalars())
         coreset = getattr(self, "coreset_", None) or {}
         scalars.update({f"coreset_{key}": coreset[key] for key in _CORESET_SCALARS if key in coreset})
-        model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_))
+        model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_),
+                            data=getattr(self, "training_data_", None))
         save_model(path, model, overwrite=overwrite, storage_options=storage_options)
 
 
@@ -527,15 +537,16 @@ def _jsonable(value):
     return value
 
 
-def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars: dict, history: list,
-            where: str) -> TruncatedEMEstimator:
-    """A fitted ``cls`` from stored parameters and arrays, after checking they make a usable model.
+def restore(cls: type[TruncatedEMEstimator], stored, where: str) -> TruncatedEMEstimator:
+    """A fitted ``cls`` from a :class:`~daskclust.store.StoredModel`, after checking it makes a usable model.
 
-    Runtime parameters found in the store are ignored. Raises
+    Runtime parameters found in the store are ignored; ``training_data_`` is the
+    store's record of the training data (None when not recorded). Raises
     :class:`ModelStoreError` (naming ``where``) for unknown parameters, centres
     that are not a finite (C, D) array matching the parameters, or missing or
     non-finite scalars.
     """
+    params, arrays, scalars = stored.params, stored.arrays, stored.scalars
     kept = {k: v for k, v in params.items() if k not in RUNTIME_PARAMS}
     unknown = sorted(set(kept) - set(cls._param_names()))
     if unknown:
@@ -575,6 +586,7 @@ def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars
     coreset = {key: scalars.get(f"coreset_{key}") for key in _CORESET_SCALARS}
     complete = all(isinstance(v, (int, float)) and np.isfinite(v) for v in coreset.values())
     estimator.coreset_ = coreset if complete else None  # informative only: incomplete figures are dropped
-    estimator.history_ = list(history)
+    estimator.history_ = list(stored.history)
+    estimator.training_data_ = stored.data
     estimator._restore_stored(arrays, scalars, where)
     return estimator

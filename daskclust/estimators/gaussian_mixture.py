@@ -104,7 +104,8 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         with ``coreset``, on the full data).
     inertia_ : float
         Sum of squared distances of the rows to the mean of their most responsible component.
-    labels_, n_iter_, converged_, history_, seeding_time_, seeding_distances_, fit_time_, seed_, coreset_
+    labels_, n_iter_, converged_, history_, seeding_time_, seeding_distances_, fit_time_, seed_, coreset_,
+    bytes_read_, training_data_
         As in :class:`daskclust.KMeans` (``labels_``: the most responsible component of each training row).
     """
 

@@ -143,6 +143,11 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         Bytes the workers read from the data's sources during the fit (rows times their stored
         width; 0 for numpy input, pushed from memory): a streamed fit reads its store once per
         pass, a persisted one once.
+    training_data_ : dict or None
+        What the fit saw: ``source`` and ``weights``, where the rows and weights were stored
+        (``{"url", "array"}``, None in memory), and ``fingerprint``, their shape, dtype, chunk
+        bounds and whether weighted (:func:`daskclust.checkpoint.data_fingerprint`). Saved with
+        the model; None for a model saved before it was recorded.
     """
 
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
