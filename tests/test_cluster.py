@@ -34,6 +34,7 @@ from daskclust.engine import cluster as cluster_mod
 from daskclust.engine.cluster import connect, start_local_cluster
 from daskclust.engine.engine import Engine, cluster_workers
 from daskclust.errors import ClusterError, WorkerLost
+from process_cluster import process_cluster
 
 BOUND = 60.0
 """The rule: what is wrong is reported within a minute (a correctness bound, not a benchmark)."""
@@ -154,33 +155,11 @@ def test_an_address_that_is_not_a_scheduler_fails_within_the_bound(monkeypatch):
 @pytest.fixture()
 def small_worker(tmp_path):
     """A real `dask scheduler` and one `dask worker --memory-limit 150MB` (under a nanny), on 127.0.0.1."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    procs = []
-
-    def spawn(args, log):
-        procs.append(subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                                      stderr=open(tmp_path / log, "wb")))
-
-    try:
-        spawn(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--dashboard-address", "127.0.0.1:0",
-               "--scheduler-file", "scheduler.json"], "scheduler.log")
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "scheduler.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = json.loads((tmp_path / "scheduler.json").read_text())["address"]
-        spawn(["dask", "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard",
-               "--memory-limit", SMALL_WORKER_LIMIT, "--local-directory", str(tmp_path)], "worker.log")
-        with Client(address, timeout=30, set_as_default=False) as c:
-            c.wait_for_workers(1, timeout=30)
-            yield c
-    finally:
-        for proc in reversed(procs):  # the worker first: it waits for a scheduler that is gone
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+    worker_args = ("--nthreads", "1", "--no-dashboard", "--memory-limit", SMALL_WORKER_LIMIT,
+                   "--local-directory", str(tmp_path))
+    with process_cluster(tmp_path, processes=1, worker_args=worker_args) as running, \
+            Client(running.address, timeout=30, set_as_default=False) as c:
+        yield c
 
 
 def test_a_worker_restarted_while_the_fit_starts_fails_with_a_cluster_error(small_worker):

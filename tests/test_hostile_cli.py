@@ -3,7 +3,6 @@ in another working directory, used as a careless or hostile user would (issue 8,
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import signal
@@ -14,12 +13,10 @@ import time
 import numpy as np
 import pytest
 import zarr
-from distributed import Client
 
 import daskclust
+from process_cluster import process_cluster
 from test_safety import snapshot
-
-START_TIMEOUT = 60
 
 
 def _wait_for(predicate, timeout, what):
@@ -35,29 +32,9 @@ def _wait_for(predicate, timeout, what):
 def cluster(tmp_path_factory):
     """A scheduler and two workers on 127.0.0.1, started in a directory of their own."""
     elsewhere = tmp_path_factory.mktemp("cluster-cwd")
-    scheduler_file = elsewhere / "scheduler.json"
-    common = dict(cwd=elsewhere, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    procs = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(scheduler_file)],
-                              **common)]
-    try:
-        _wait_for(scheduler_file.exists, START_TIMEOUT, "the scheduler did not start")
-        for _ in range(2):
-            procs.append(subprocess.Popen([sys.executable, "-m", "dask", "worker", "--scheduler-file",
-                                           str(scheduler_file), "--host", "127.0.0.1", "--nthreads", "1",
-                                           "--memory-limit", "2GiB", "--no-dashboard"], **common))
-        address = json.loads(scheduler_file.read_text())["address"]
-        with Client(address, timeout=START_TIMEOUT) as client:
-            client.wait_for_workers(2, timeout=START_TIMEOUT)
-        yield address, elsewhere
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with process_cluster(elsewhere, processes=2,
+                         worker_args=("--nthreads", "1", "--memory-limit", "2GiB", "--no-dashboard")) as running:
+        yield running.address, elsewhere
 
 
 def cli(*args, cwd, timeout=300):
