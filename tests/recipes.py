@@ -142,7 +142,7 @@ def _parse_daskclust(args: list[str]) -> dict | str:
             params = vars(build_parser().parse_args(args))
     except SystemExit:
         return stderr.getvalue().strip().splitlines()[-1]
-    if params["command"] == "fit" and params["scheduler"] is None:
+    if params["command"] == "fit" and not params.get("scheduler"):
         return "fit without --scheduler (it would fit on a LocalCluster in the job's container)"
     return params
 
@@ -263,7 +263,7 @@ def check_jobqueue(compose: dict[str, list[str]], script) -> None:
     compose file's."""
     job = parse_command("compose: service job", compose["job"])
     made = {
-        "job": ["daskclust", *script.fit_argv(job["data"], job["clusters"], job["output"], job["scheduler"])],
+        "job": ["daskclust", *script.fit_argv(job["data"], job["n_clusters"], job["output"], job["scheduler"])],
         "info": ["daskclust", *script.info_argv(job["output"])],
     }
     for role, argv in made.items():

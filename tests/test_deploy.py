@@ -85,8 +85,8 @@ def test_the_compose_topology_runs_as_local_processes(tmp_path, services):
     assert not still_running(tree), "processes left running"
     job = parsed["job"]
     assert_recovers_the_grid(recipes.local_path(job["data"], data_dir), recipes.local_path(job["output"], data_dir),
-                             job["clusters"])
-    assert_describes(info, parsed["job"]["clusters"])
+                             job["n_clusters"])
+    assert_describes(info, parsed["job"]["n_clusters"])
 
 
 # ------------------------------------------------------------------ the recipes agree
@@ -227,7 +227,7 @@ def test_the_jobqueue_script_fits_on_local_jobs(tmp_path, services):
     run(recipes.local_command(commands["data"], tmp_path, "unused"), cwd=tmp_path)
     job = recipes.parse_command("compose: service job", commands["job"])
     data, model, clusters = recipes.local_path(job["data"], tmp_path), recipes.local_path(job["output"], tmp_path), \
-        job["clusters"]
+        job["n_clusters"]
     out = run([*SCRIPT, "local", data, "--clusters", str(clusters), "--output", model, "--jobs", "2", "--cores", "1",
                "--memory", "2GB", "--interface", "lo", "--dashboard-address", "127.0.0.1:0",
                "--shared-dir", str(tmp_path)], cwd=tmp_path)
@@ -241,3 +241,11 @@ def test_the_jobqueue_script_fits_on_local_jobs(tmp_path, services):
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     assert not leaked, f"worker processes left running: {leaked}"
+
+
+def test_the_deployment_page_gathers_every_recipe_readme():
+    """docs/deployment.md includes every README of deploy/ (a new recipe's README too)."""
+    page = (recipes.DEPLOY.parent / "docs" / "deployment.md").read_text()
+    included = set(re.findall(r'^--8<-- "([^"]+)"$', page, re.MULTILINE))
+    readmes = {str(p.relative_to(recipes.DEPLOY.parent)) for p in recipes.DEPLOY.rglob("README.md")}
+    assert included == readmes
