@@ -330,4 +330,4 @@ def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: Re
         state = LoopState(0, result.params, None, list(history))
     if built is not None:
         built[0] = cells
-    return EMResult(result.params, result.n_iter, result.converged, result.inertia, history), rounds
+    return result, rounds  # its history holds every round's rows (carried in the loop state)

@@ -422,6 +422,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self.converged_ = result.converged
         self.inertia_ = result.inertia
         self.history_ = result.history
+        self.cluster_sizes_ = result.sizes
         self.n_features_in_ = n_features
         self.seed_ = seed_value
         self.seeding_time_ = seeding["seconds"]
@@ -489,6 +490,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self._check_fitted()
         params = self._model()
         arrays = {"centres": params.means, "weights": params.weights, "covariances": params.covariances}
+        if self.cluster_sizes_ is not None:  # None: loaded from a model saved before they were stored
+            arrays["cluster_sizes"] = self.cluster_sizes_
         scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
         arrays.update(self._stored_arrays())
         scalars.update(self._stored_scalars())
@@ -569,5 +572,18 @@ def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars
     complete = all(isinstance(v, (int, float)) and np.isfinite(v) for v in coreset.values())
     estimator.coreset_ = coreset if complete else None  # informative only: incomplete figures are dropped
     estimator.history_ = list(history)
+    estimator.cluster_sizes_ = _cluster_sizes(arrays, C, where)
     estimator._restore_stored(arrays, scalars, where)
     return estimator
+
+
+def _cluster_sizes(arrays: dict, n_clusters: int, where: str) -> np.ndarray | None:
+    """The stored ``cluster_sizes`` (C finite non-negative numbers), or None for a model saved before
+    they were stored; :class:`ModelStoreError` when present but not such an array."""
+    if "cluster_sizes" not in arrays:
+        return None
+    sizes = np.asarray(arrays["cluster_sizes"])
+    if sizes.shape != (n_clusters,) or sizes.dtype.kind != "f" or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
+        raise ModelStoreError(f"{where} is a damaged model: its cluster_sizes are not {n_clusters} finite "
+                              "non-negative numbers")
+    return sizes

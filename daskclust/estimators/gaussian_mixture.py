@@ -106,6 +106,9 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         Sum of squared distances of the rows to the mean of their most responsible component.
     labels_, n_iter_, converged_, history_, seeding_time_, seeding_distances_, fit_time_, seed_, coreset_
         As in :class:`daskclust.KMeans` (``labels_``: the most responsible component of each training row).
+    cluster_sizes_ : ndarray of shape (C,) or None
+        Responsibility mass of each component in the last E-step, sum_n w_n q_n(c) (the weighted
+        rows it explains); None for a model saved before it was stored.
     """
 
     _constraints = {

@@ -125,6 +125,9 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     converged_ : bool
     history_ : list of dict
         One row per iteration, see :data:`daskclust.em.loop.HISTORY_FIELDS`.
+    cluster_sizes_ : ndarray of shape (C,) or None
+        Rows (weighted) assigned to each cluster by the last E-step (with ``coreset``, on
+        the full data); saved with the model (None for a model saved before it was).
     seeding_time_, fit_time_ : float
         Seconds spent seeding and in the whole fit (with ``coreset``: the seeding on the
         coreset plus the pass assigning the full data to its centres, and the fit includes
