@@ -74,13 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="generate BIRCH data, fit it on a LocalCluster, report")
     demo.add_argument("--clusters", type=int, default=400)
-    demo.add_argument("--plot", default="daskclust-demo.png", help="where to write the convergence plot (PNG); "
-                      "'' for none")
+    demo.add_argument("--plot", default="daskclust-demo.png", help="where to write the convergence plot (PNG), "
+                      "with the fit's report beside it (<stem>.html, <stem>-<figure>.png); '' for none")
     demo.add_argument("--seed", type=int, default=0)
 
     from .bench import add_bench_parser
+    from .report import add_report_parser
 
     add_bench_parser(sub)
+    add_report_parser(sub)
     return parser
 
 
@@ -236,6 +238,12 @@ def cmd_bench(args) -> int:
     return run_bench(args)
 
 
+def cmd_report(args) -> int:
+    from .report import run_report
+
+    return run_report(args)
+
+
 COMMANDS = {
     "make-data": cmd_make_data,
     "fit": cmd_fit,
@@ -243,4 +251,5 @@ COMMANDS = {
     "info": cmd_info,
     "demo": cmd_demo,
     "bench": cmd_bench,
+    "report": cmd_report,
 }
