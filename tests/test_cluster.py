@@ -502,8 +502,9 @@ def test_the_demo_writes_its_report_and_plot(tmp_path, capsys):
 
     png = tmp_path / "demo.png"
     assert main(["demo", "--clusters", "16", "--plot", str(png)]) == 0
-    out = capsys.readouterr().out
-    assert "started a LocalCluster in this process" in out
+    out, err = capsys.readouterr()
+    assert "daskclust: started a LocalCluster in this process" in err  # logged, shown by the command line
+    assert "seeding (pass 1)" in err  # and the seeding's progress bars
     assert "daskclust demo report" in out and "true centres recovered" in out
     assert f"convergence plot       {png}" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

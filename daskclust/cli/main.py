@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 
+from ..display import command_logging
 from ..errors import DaskclustError, InvalidParameterError
 
 ALGORITHMS = {"kmeans": "KMeans", "gmm": "GaussianMixture"}
@@ -14,6 +15,8 @@ ALGORITHMS = {"kmeans": "KMeans", "gmm": "GaussianMixture"}
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="daskclust", description=__doc__)
+    parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO",
+                        help="daskclust's messages shown on stderr, from this level up (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     make = sub.add_parser("make-data", help="write a synthetic data set to a zarr store")
@@ -67,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--output", required=True, help="labels store (zarr); never replaces anything but "
                          "daskclust labels, and those only with --overwrite")
     predict.add_argument("--overwrite", action="store_true", help="replace existing daskclust labels at --output")
+    predict.add_argument("--quiet", action="store_true", help="no progress bar")
 
     info = sub.add_parser("info", help="describe a saved model")
     info.add_argument("model")
@@ -112,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        return COMMANDS[args.command](args)
+        with command_logging(args.log_level):
+            return COMMANDS[args.command](args)
     except (DaskclustError, FileExistsError, FileNotFoundError) as exc:
         print(f"daskclust {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -188,7 +193,7 @@ def cmd_predict(args) -> int:
     from ..engine.cluster import connect
     from ..io import Location
 
-    model = load(args.model)
+    model = load(args.model).set_params(verbose=0 if args.quiet else 1)  # a bar of the spans written
     data = open_zarr_array(args.data, args.array)
     with connect(None, args.scheduler, security=cluster_security(args)):
         labels = model.predict(data, output=args.output, overwrite=args.overwrite,

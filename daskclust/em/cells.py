@@ -237,7 +237,8 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
                                         f"this fit needs {meta}: choose another tree_store")
         engine.load_state(store.url)
         return engine.map_reduce(FrontierOp(depth))
-    built = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, depth))
+    with engine.phase("kd-trees"):
+        built = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, depth))
     if store is not None:
         check_target(store, "trees")
         with writing(store, "trees", checked=True) as target:

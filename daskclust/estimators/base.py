@@ -389,13 +389,15 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                 if resumed is None and plan.state_store is not None:
                     reset_state_store(plan.state_store)
                 state_url = plan.state_store.url if plan.state_store is not None else None
-                with Engine(data, client, memory_budget=self.memory_budget, state_store=state_url) as engine:
+                with Engine(data, client, memory_budget=self.memory_budget, state_store=state_url,
+                            progress=bool(self.verbose)) as engine:
                     progress.say(
                         f"{type(self).__name__}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
                         f"{len(engine.shards)} worker(s), {'persisted' if engine.persisted else 'streamed'}"
                     )
                     if resumed is None:
-                        seeding, params = self._seed(engine, init, plan.settings.seed)
+                        with engine.phase("seeding"):
+                            seeding, params = self._seed(engine, init, plan.settings.seed)
                         progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                         plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
                                                 "method": seeding.method}
@@ -470,7 +472,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         index = NearestIndex.probed(self.centres_)
         return apply_rows(X, self.n_features_in_, lambda block: index.nearest(block)[0], owner=type(self).__name__, width=None, dtype=np.int32,
                           output=output, storage_options=storage_options, kind="labels", overwrite=overwrite,
-                          inputs=[Location.parse(p) for p in inputs])
+                          inputs=[Location.parse(p) for p in inputs], verbose=self.verbose)
 
     def fit_predict(self, X, y=None, sample_weight=None, *, client=None):
         """Fit on ``X`` and return ``labels_``, the nearest centre of each row of ``X``

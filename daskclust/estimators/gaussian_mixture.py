@@ -308,7 +308,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite, inputs=()):
         return apply_rows(X, self.n_features_in_, fn, owner=type(self).__name__, width=width, dtype=dtype,
                           output=output, storage_options=storage_options, kind=kind, overwrite=overwrite,
-                          inputs=[Location.parse(p) for p in inputs])
+                          inputs=[Location.parse(p) for p in inputs], verbose=self.verbose)
 
 
 def covariances_from_precisions(precisions, family: Family, n_components: int, n_features: int) -> np.ndarray:

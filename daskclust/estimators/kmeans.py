@@ -104,7 +104,11 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         the state store, ``verbose`` and ``callback``, a runtime setting: never
         saved with a model or checkpoint.
     verbose : int or bool, default=0
-        Print progress (1 or True) per iteration.
+        1 or True: show progress, a bar per long pass (seeding, coreset, every pass over
+        streamed data; stderr) and a line per iteration (stdout), and print the fit's
+        messages when logging does not show them (they are logged to the ``daskclust``
+        logger at INFO in any case); ``predict`` / ``transform`` writing to zarr show a bar.
+        0: nothing is printed.
     callback : callable or None, default=None
         Called with each history row (a dict) after every iteration.
 
@@ -191,7 +195,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
 
         return apply_rows(X, self.n_features_in_, distances, owner=type(self).__name__, width=len(centres),
                           dtype=np.float64, output=output, storage_options=storage_options, kind="distances",
-                          overwrite=overwrite)
+                          overwrite=overwrite, verbose=self.verbose)
 
     def fit_transform(self, X, y=None, sample_weight=None, *, client=None):
         """Fit on ``X`` and return its distances to the centres (``fit(X).transform(X)``)."""
