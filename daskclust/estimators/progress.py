@@ -20,7 +20,8 @@ class Progress:
     """Reports a fit's progress and passes each history row to ``callback``.
 
     Messages (seeding time, cluster start, restarts, the summary) go to the ``daskclust`` logger
-    at INFO; a verbose fit (``verbose >= 1``) also prints them when logging would not show them.
+    at INFO; a verbose fit (``verbose >= 1``) also prints them when logging would not show them
+    and nobody configured that logger (the command line gives it a handler and a level).
     A verbose fit prints one line per iteration: iteration, free energy, quantization error,
     distance evaluations per second, data throughput, elapsed time and an upper bound of the
     remaining time (``max_iter`` iterations at the recent pace; the fit usually converges sooner).
@@ -43,9 +44,10 @@ class Progress:
         self.nbytes, self.max_rows, self.iter_seconds = nbytes, max_rows, []
 
     def say(self, message: str) -> None:
-        """Log ``message`` (INFO); print it too if the fit is verbose and logging does not show INFO."""
+        """Log ``message`` (INFO); print it too if the fit is verbose, logging does not show INFO and
+        the ``daskclust`` logger has no handler of its own."""
         log.info(message)
-        if self.verbose and not log.isEnabledFor(logging.INFO):
+        if self.verbose and not log.isEnabledFor(logging.INFO) and not log.handlers:
             self._print(message)
 
     def _print(self, line: str) -> None:
