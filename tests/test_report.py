@@ -184,3 +184,15 @@ def test_the_html_lists_the_summary(stores, tmp_path):
     assert float(rows["final free energy per point"]) == pytest.approx(model.history_[-1]["free_energy"], rel=1e-5)
     assert rows["covariance_type"] == '"diag"' and rows["n_components"] == "6"
     assert "none (the centres alone" in rows["data shown"]
+
+
+def test_a_coreset_fit_is_reported_phase_by_phase(client, tmp_path):
+    from daskclust.report import write_report
+
+    X = blobs(800, 3, 4, seed=4)[0]
+    model = daskclust.KMeans(4, coreset=200, refine_iter=2, random_state=0).fit(X, client=client)
+    assert {row["data"] for row in model.history_} == {"coreset", "full"}
+    paths = write_report(model, tmp_path / "c.html", data=X, sample=300)
+    page = paths["html"].read_text()
+    assert "<th>coreset</th><td>200 rows built in" in page and "300 rows sampled from the ndarray given" in page
+    assert all(paths[name].read_bytes()[:8] == PNG for name in FIGURES)

@@ -55,9 +55,10 @@ def _phases(history: list[dict]) -> list[tuple[str, np.ndarray]]:
     return [(f"{name} data" if name == "full" else name, np.flatnonzero(np.array(kinds) == name)) for name in names]
 
 
-def _plot_phases(ax, x: np.ndarray, y: np.ndarray, phases, **style) -> None:
+def _plot_phases(ax, x: np.ndarray, y: np.ndarray, phases, color: str) -> None:
+    """One line per phase: in ``color`` for a single phase, else in the colour cycle, with a legend."""
     for label, rows in phases:
-        ax.plot(x[rows], y[rows], marker=".", label=label or None, **style)
+        ax.plot(x[rows], y[rows], marker=".", label=label or None, color=color if len(phases) == 1 else None)
     if len(phases) > 1:
         ax.legend()
 
@@ -73,9 +74,9 @@ def convergence_figure(history: list[dict]) -> Figure:
     fig = new_figure(10, 7)
     axes = fig.subplots(2, 2)
     for row, (x, xlabel) in enumerate(((steps, "EM iteration"), (seconds, "seconds (cumulative, iterations)"))):
-        _plot_phases(axes[row, 0], x, free_energy, phases)
+        _plot_phases(axes[row, 0], x, free_energy, phases, "tab:blue")
         axes[row, 0].set(xlabel=xlabel, ylabel="free energy per point")
-        _plot_phases(axes[row, 1], x, qe, phases, color="tab:red")
+        _plot_phases(axes[row, 1], x, qe, phases, "tab:red")
         axes[row, 1].set(xlabel=xlabel, ylabel="quantization error", yscale="log" if np.all(qe > 0) else "linear")
     fig.suptitle("Convergence")
     return fig
@@ -91,11 +92,11 @@ def distances_figure(history: list[dict]) -> Figure:
     phases = _phases(history)
     fig = new_figure(10, 3.8)
     left, right = fig.subplots(1, 2)
-    _plot_phases(left, steps, evaluated, phases)
+    _plot_phases(left, steps, evaluated, phases, "tab:blue")
     left.plot(steps, exact, color="0.4", linestyle="--", label="exact EM: N C")
     left.legend()
     left.set(xlabel="EM iteration", ylabel="distance evaluations", yscale="log")
-    _plot_phases(right, steps, saved, phases, color="tab:green")
+    _plot_phases(right, steps, saved, phases, "tab:green")
     right.set(xlabel="EM iteration", ylabel="saved against exact EM (%)", ylim=(min(0.0, saved.min()), 100))
     fig.suptitle("Distance evaluations per iteration")
     return fig

@@ -119,7 +119,7 @@ def write_report(model, output: str | os.PathLike, *, data=None, array: str | No
     pngs = {name: png_bytes(figures[name]) for name in FIGURES if name in figures}  # in the page's order
     panels = [Panel(FIGURES[name], _relative(paths[name], paths["html"]), png) for name, png in pngs.items()]
     notes = [] if sizes is not None else ["Cluster sizes: not stored with this model (saved by an older daskclust)."]
-    described = None if data is None else str(source) if source is not None else f"a {type(data).__name__}"
+    described = None if data is None else str(source) if source is not None else f"the {type(data).__name__} given"
     page = render(f"daskclust report: {owner}", summary(model, history, described, None if rows is None else len(rows)),
                   model.model_params(), panels, notes)
     for name, png in pngs.items():
