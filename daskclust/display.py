@@ -41,6 +41,7 @@ class BarSafeHandler(logging.Handler):
     """Writes records to stderr above any progress bar being drawn (``tqdm.write``)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        """Write the formatted record on its own line."""
         try:
             tqdm.write(self.format(record), file=sys.stderr)
         except Exception:  # noqa: BLE001 - logging's contract: a failing handler reports, never raises
