@@ -17,17 +17,10 @@ def load(path, *, storage_options=None):
     consistent model store (missing, incomplete, damaged, non-finite centres,
     parameters that do not match the arrays).
     """
-    from .errors import ModelStoreError
-    from .estimators.base import restore
+    from .estimators.registry import from_stored
     from .store import load_model
 
-    stored = load_model(path, storage_options=storage_options)
-    classes = {"KMeans": KMeans, "GaussianMixture": GaussianMixture,
-               "SketchedGaussianMixture": SketchedGaussianMixture, "CellGaussianMixture": CellGaussianMixture,
-               "GreedyGaussianMixture": GreedyGaussianMixture}
-    if stored.kind not in classes:
-        raise ModelStoreError(f"{path!r} holds a model of unknown kind {stored.kind!r}")
-    return restore(classes[stored.kind], stored.params, stored.arrays, stored.scalars, stored.history, repr(path))
+    return from_stored(load_model(path, storage_options=storage_options), repr(path))
 
 
 __all__ = ["KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture", "GreedyGaussianMixture", "load", "InvalidDataError", "InvalidParameterError", "NotFittedError"]

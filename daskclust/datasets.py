@@ -83,21 +83,6 @@ def birch_grid_centres(n_clusters: int) -> np.ndarray:
     return np.column_stack([index % side, index // side]).astype(np.float64) * BIRCH_SPACING
 
 
-_STORE_PARAMETERS = """overwrite : bool, default False
-        Replace a data set daskclust made at ``path``; anything else at
-        ``path`` is never replaced (:class:`~daskclust.errors.OutputRefusedError`,
-        a :class:`FileExistsError`).
-    storage_options : dict, optional
-        fsspec options, for URLs only."""
-
-
-def _document_store_parameters(func):
-    """Fill the ``{store_parameters}`` line of a writer's docstring (shared by the generators)."""
-    func.__doc__ = func.__doc__.replace("{store_parameters}", _STORE_PARAMETERS)
-    return func
-
-
-@_document_store_parameters
 def make_birch(
     path: str | os.PathLike,
     n_clusters: int,
@@ -136,7 +121,12 @@ def make_birch(
         of the data's shape (the chunking the estimators would choose).
     dtype : str or numpy.dtype, default "float64"
         float32 or float64, the dtype of ``X``.
-    {store_parameters}
+    overwrite : bool, default False
+        Replace a data set daskclust made at ``path``; anything else at
+        ``path`` is never replaced (:class:`~daskclust.errors.OutputRefusedError`,
+        a :class:`FileExistsError`).
+    storage_options : dict, optional
+        fsspec options, for URLs only.
 
     Returns
     -------
@@ -187,7 +177,6 @@ def make_birch(
     )
 
 
-@_document_store_parameters
 def make_blobs(
     path: str | os.PathLike,
     n_samples: int,
@@ -244,7 +233,12 @@ def make_blobs(
         per chunk of ``X``, but at most N.
     dtype : str or numpy.dtype, default "float32"
         float32 or float64, the dtype of ``X``.
-    {store_parameters}
+    overwrite : bool, default False
+        Replace a data set daskclust made at ``path``; anything else at
+        ``path`` is never replaced (:class:`~daskclust.errors.OutputRefusedError`,
+        a :class:`FileExistsError`).
+    storage_options : dict, optional
+        fsspec options, for URLs only.
     compression : {"zstd", None}, default "zstd"
         Compression of ``X`` (zstd level 3, or none: random floats hardly
         compress, and reading them back uncompressed costs no CPU).

@@ -64,12 +64,16 @@ class Location:
 
     @classmethod
     def parse(cls, path: str | os.PathLike | Location, storage_options: dict | None = None) -> Location:
-        """Normalise ``path`` (absolute if local); ``storage_options`` only go with a URL."""
+        """Normalise ``path`` (absolute if local); ``storage_options`` only go with a URL. A ``file://``
+        URL makes the directories it writes into, as an object store needs none (``auto_mkdir``)."""
         if isinstance(path, Location):
             return path
         path = os.fspath(path)
         if "://" in path:
-            return cls(path.rstrip("/"), dict(storage_options or {}))
+            options = dict(storage_options or {})
+            if path.startswith("file://"):
+                options.setdefault("auto_mkdir", True)
+            return cls(path.rstrip("/"), options)
         if storage_options:
             raise InvalidParameterError(f"storage_options only apply to fsspec URLs, not to {path!r}")
         return cls(os.path.abspath(os.path.expanduser(path)), None)

@@ -28,6 +28,11 @@ Attributes
     ``daskclust_arrays`` and ``daskclust_history_keys`` (JSON lists giving
     the order of the arrays and history columns), ``daskclust_version``,
     ``daskclust_format`` and, in a store only, ``daskclust_complete``.
+    ``daskclust_versions`` (JSON: Python's and the packages' versions of the
+    writer, :func:`daskclust.versions.environment_versions`) and, when known,
+    ``daskclust_data`` (JSON: where the training data was and its fingerprint,
+    :attr:`StoredModel.data`); stores written before these existed load
+    without them.
 
 Safety
 ------
@@ -55,6 +60,7 @@ import zarr
 from . import __version__
 from .errors import InvalidParameterError, ModelStoreError
 from .io import COMPLETE_ATTR, Location, check_target, missing_chunks, writing
+from .versions import environment_versions
 
 FORMAT = 1
 """Version of the dataset layout written by this module."""
@@ -87,6 +93,14 @@ class StoredModel:
         Fitted scalars, e.g. ``{"sigma2": 1.0, "n_iter": 12}``.
     history : list of dict of str to int, float or str
         One row per iteration, with the same keys in every row.
+    data : dict or None, default=None
+        The training data: ``source`` and ``weights`` (``{"url", "array"}`` or None when
+        in memory) and ``fingerprint``
+        (:func:`daskclust.checkpoint.data_fingerprint`); None when not recorded.
+    versions : dict of str to str or None, default=None
+        Python's and the packages' versions of the process that wrote the store (None
+        when saving: this process's). A store written before they were recorded gives
+        only ``{"daskclust": ...}``.
     """
 
     kind: str
@@ -94,6 +108,8 @@ class StoredModel:
     arrays: dict[str, np.ndarray]
     scalars: dict[str, float | int]
     history: list[dict[str, float | int | str]]
+    data: dict | None = None
+    versions: dict[str, str] | None = None
 
 
 def save_model(
@@ -234,7 +250,10 @@ def model_to_dataset(model: StoredModel) -> xr.Dataset:
         "daskclust_history_keys": json.dumps(keys),
         "daskclust_version": __version__,
         "daskclust_format": FORMAT,
+        "daskclust_versions": _to_json(model.versions or environment_versions(), "versions"),
     }
+    if model.data is not None:
+        attrs["daskclust_data"] = _to_json(model.data, "data")
     return xr.Dataset(data_vars, attrs=attrs)
 
 
@@ -277,12 +296,17 @@ def _dataset_to_model(ds: xr.Dataset, where: str) -> StoredModel:
     columns = [ds[f"history_{key}"].values.tolist() for key in keys]
     if len({len(column) for column in columns}) > 1:
         raise ModelStoreError(f"{where} is a damaged daskclust model: its history columns differ in length")
+    data = _json_attr(attrs, "daskclust_data", dict, where) if "daskclust_data" in attrs else None
+    versions = (_json_attr(attrs, "daskclust_versions", dict, where) if "daskclust_versions" in attrs
+                else {"daskclust": str(attrs["daskclust_version"])})
     return StoredModel(
         kind=attrs["daskclust_kind"],
         params=params,
         arrays={name: np.array(ds[name].values) for name in names},
         scalars=scalars,
         history=[dict(zip(keys, row)) for row in zip(*columns)],
+        data=data,
+        versions=versions,
     )
 
 

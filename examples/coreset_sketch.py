@@ -9,8 +9,11 @@ rows than one of whole rows: each feature of each component is estimated from ab
 observations (here 51); with m = 4096 (13) the fit is visibly worse.
 
 Run: python examples/coreset_sketch.py [workdir]
+DASKCLUST_EXAMPLE_SMALL=1 (for CI): the same coreset + sketch path on N = 20,000 rows of P = 64
+features, C = 8, m = 4096 (m Q / (P C) = 128).
 """
 
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -21,9 +24,10 @@ import zarr
 from daskclust import SketchedGaussianMixture
 from daskclust.transforms import Sketch
 
-N, P, C = 200_000, 256, 20
-CHUNK = 20_000
-M, Q = 2**14, 16
+SMALL = os.environ.get("DASKCLUST_EXAMPLE_SMALL") == "1"
+N, P, C = (20_000, 64, 8) if SMALL else (200_000, 256, 20)
+CHUNK = N // 10
+M, Q = 2**12 if SMALL else 2**14, 16
 
 
 def write_data(path: Path, seed: int = 0) -> np.ndarray:
@@ -69,8 +73,5 @@ def main(workdir: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        main(Path(sys.argv[1]))
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            main(Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        main(Path(sys.argv[1] if len(sys.argv) > 1 else tmp))

@@ -142,7 +142,7 @@ def test_cli_round_trip(tmp_path, capsys, client):
     capsys.readouterr()
     assert main(["fit", str(tmp_path / "b.zarr"), "--clusters", "5", "--covariance-type", "full", "--output",
                  str(tmp_path / "k.zarr"), "--quiet", "--scheduler", client.scheduler.address]) == 2
-    assert "--covariance-type needs --algorithm gmm" in capsys.readouterr().err
+    assert "--covariance-type: kmeans (KMeans) has no parameter 'covariance_type'" in capsys.readouterr().err
     assert not (tmp_path / "k.zarr").exists()
 
 

@@ -328,3 +328,21 @@ def test_newer_format_is_refused(model_path):
     with pytest.raises(ModelStoreError, match="newer") as info:
         load_model(model_path)
     assert model_path in str(info.value)
+
+
+def test_versions_and_training_data_are_recorded():
+    """A store records the writer's versions and the training data; one written before they were has
+    daskclust's version only and no data record."""
+    import dataclasses
+
+    from daskclust.versions import environment_versions
+
+    data = {"source": {"url": "/d.zarr", "array": "X"}, "weights": None,
+            "fingerprint": {"n_samples": 6, "n_features": 3, "dtype": "float32", "bounds": [0, 6], "weighted": False}}
+    ds = model_to_dataset(dataclasses.replace(make_model(), data=data))
+    got = dataset_to_model(ds)
+    assert got.data == data and got.versions == environment_versions()
+    assert got.versions["numpy"] == np.__version__
+    del ds.attrs["daskclust_data"], ds.attrs["daskclust_versions"]
+    old = dataset_to_model(ds)
+    assert old.data is None and old.versions == {"daskclust": __version__}

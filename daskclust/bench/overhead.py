@@ -151,6 +151,6 @@ def reduction_verdict(rows: list[list]) -> str:
     times = ", ".join(f"{ms:.3g} ms with {w.split(' ')[0]}" for w, ms in empty.items())
     return (f"Pair statistics reduced in the worker tree (issue 9), C = {REDUCTION_CLUSTERS}: the driver receives "
             f"per pass, {'; '.join(parts)}. Each merge prunes to a bound of 2 C M pairs that does not depend on the "
-            f"number of chunks or workers (see algorithms.md). The time per pass grows with the processes because "
+            f"number of chunks or workers (see algorithms/search.md). The time per pass grows with the processes because "
             f"this machine has 2 cores: the empty pass takes {times} processes (each woken once per pass, down "
             f"and up a tree of depth log2 of the workers).")

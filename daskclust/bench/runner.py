@@ -1,8 +1,10 @@
-"""Runs benchmark suites, prints their tables, appends JSON lines and refreshes docs/benchmarks.md.
+"""Runs benchmark suites, prints their tables, appends JSON lines and refreshes the docs.
 
 Each suite is a function ``suite(client) -> Table``; tables are written
-between ``<!-- bench:NAME -->`` markers in docs/benchmarks.md, under a header
-describing the machine and the library versions of the run.
+between ``<!-- bench:NAME -->`` markers, under a header describing the machine
+and the library versions of the run, in the page of docs/ that holds the
+suite's markers (docs/scaling.md holds the costmodel suite's), else in
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import re
 import time
 from dataclasses import dataclass, field
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 SUITES = {
@@ -29,6 +30,7 @@ SUITES = {
     "mixtures": "daskclust.bench.mixtures",
     "transforms": "daskclust.bench.transforms",
     "cells": "daskclust.bench.cells",
+    "costmodel": "daskclust.bench.costmodel",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
 
@@ -65,14 +67,9 @@ def _fmt(value) -> str:
 def machine() -> dict:
     import psutil
 
-    from .. import __version__
+    from ..versions import package_versions
 
-    libs = {"daskclust": __version__}
-    for name in ("dask", "distributed", "numpy", "numba", "zarr", "scikit-learn", "faiss-cpu"):
-        try:
-            libs[name] = version(name)
-        except PackageNotFoundError:
-            libs[name] = "not installed"
+    libs = package_versions(("daskclust", "dask", "distributed", "numpy", "numba", "zarr", "scikit-learn", "faiss-cpu"))
     return {
         "cpu_count": os.cpu_count(),
         "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
@@ -83,7 +80,11 @@ def machine() -> dict:
 
 
 def run(suites: list[str] | None, output: str, docs: str | Path | None = None) -> int:
-    """Run the named suites (default: all), print, append JSON lines to ``output``, refresh the docs."""
+    """Run the named suites (default: all), print, append JSON lines to ``output``, refresh the docs.
+
+    ``docs`` is the benchmarks page (default docs/benchmarks.md); a suite whose markers are in
+    another page of its folder is written there (:func:`page_for`).
+    """
     from distributed import Client
 
     from ..engine.cluster import start_local_cluster
@@ -109,8 +110,17 @@ def run(suites: list[str] | None, output: str, docs: str | Path | None = None) -
         with open(output, "a") as fh:
             fh.writelines(json.dumps({"suite": name, "time": time.time(), "machine": info, **record}) + "\n" for record in table.records())
         if docs_path.parent.is_dir():
-            update_docs(docs_path, name, table, module.COMMAND, info)
+            update_docs(page_for(docs_path, name), name, table, module.COMMAND, info)
     return 0
+
+
+def page_for(default: Path, name: str) -> Path:
+    """The page of ``default``'s folder (or below it) that holds suite ``name``'s markers, else ``default``."""
+    markers = (f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->")
+    for page in [default, *sorted(default.parent.rglob("*.md"))]:
+        if page.is_file() and all(marker in page.read_text() for marker in markers):
+            return page
+    return default
 
 
 def update_docs(path: Path, name: str, table: Table, command: str, info: dict) -> None:

@@ -18,6 +18,7 @@ def add_report_parser(sub) -> None:
     report.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
                         help="rows of --data drawn for the view and its PCA (default %(default)s)")
     report.add_argument("--overwrite", action="store_true", help="replace the files of an earlier report")
+    report.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
 def run_report(args) -> int:
@@ -30,5 +31,6 @@ def run_report(args) -> int:
     data = open_zarr_array(args.data, args.array) if args.data is not None else None
     paths = write_report(model, args.output, data=data, sample=args.sample, overwrite=args.overwrite,
                          inputs=[args.model])
-    print(f"wrote {paths['html']} and {', '.join(str(p) for name, p in paths.items() if name != 'html')}")
+    if not args.quiet:
+        print(f"wrote {paths['html']} and {', '.join(str(p) for name, p in paths.items() if name != 'html')}")
     return 0

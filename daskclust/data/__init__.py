@@ -37,7 +37,8 @@ class ChunkedData:
     bounds : ndarray of shape (n_chunks + 1,)
         Chunk ``i`` holds rows ``bounds[i]:bounds[i + 1]``.
     input_kind : {"numpy", "dask", "zarr", "xarray"}
-        What the caller passed; outputs follow it (numpy in, numpy out).
+        What the caller passed; outputs follow it (numpy in, numpy out; a
+        DataArray in, a DataArray out).
     """
 
     X: da.Array
@@ -71,8 +72,9 @@ class ChunkedData:
 
     @property
     def lazy(self) -> bool:
-        """True when outputs should be lazy dask arrays (input was not numpy)."""
-        return self.input_kind != "numpy"
+        """True when outputs should be lazy dask arrays: the rows are not a numpy array in memory
+        (a numpy-backed DataArray gives numpy outputs, a dask-backed one lazy outputs)."""
+        return self.source.kind != "numpy"
 
 
 def data_dtype(dtype: np.dtype) -> np.dtype:
@@ -107,7 +109,9 @@ def as_chunked_data(
     ----------
     X : array-like, dask array, zarr.Array, xarray.DataArray, str or PathLike
         Data of shape (n_samples, n_features). A string is a zarr store path or
-        fsspec URL; ``array`` then names the array inside a group.
+        fsspec URL; ``array`` then names the array inside a group. A DataArray
+        may have any dimension names: the first is the samples, the second the
+        features.
     sample_weight : array-like of shape (n_samples,), optional
         Non-negative finite weights (same kinds of input as ``X``).
     chunk_rows : int, optional
@@ -126,8 +130,14 @@ def as_chunked_data(
     """
     dask_x, src_array, kind, input_kind = as_dask(X, array, storage_options)
     if dask_x.ndim != 2:
-        hint = (f". Reshape your data: {what}.reshape(-1, 1) if it has a single feature, {what}.reshape(1, -1) "
-                "if it is a single sample") if dask_x.ndim == 1 else ""
+        if input_kind == "xarray" and dask_x.ndim > 2:
+            hint = (f". Stack the sample dimensions of the DataArray into one, features last: "
+                    f"{what}.stack(sample={X.dims[:-1]}).transpose('sample', {X.dims[-1]!r})")
+        elif dask_x.ndim == 1:
+            hint = (f". Reshape your data: {what}.reshape(-1, 1) if it has a single feature, {what}.reshape(1, -1) "
+                    "if it is a single sample")
+        else:
+            hint = ""
         raise InvalidDataError(
             f"{what} must be 2-D (samples x features); got a {dask_x.ndim}-D array of shape {dask_x.shape}{hint}"
         )
@@ -137,9 +147,11 @@ def as_chunked_data(
     if n_features == 0:
         raise InvalidDataError(f"{what} has 0 feature(s) (shape={dask_x.shape}) while a minimum of 1 is required.")
     if n_samples < max(1, min_samples):
+        hint = (f"; a DataArray's first dimension ({X.dims[0]!r}) holds the samples: transpose it if its samples "
+                f"are along {X.dims[1]!r}") if input_kind == "xarray" else ""
         raise InvalidDataError(
             f"{what} has {n_samples} samples, fewer than the {min_samples} required "
-            f"(n_samples must be at least the number of clusters)"
+            f"(n_samples must be at least the number of clusters){hint}"
         )
 
     rows = _choose_chunk_rows(dask_x, src_array, kind, chunk_rows, dtype)

@@ -1,7 +1,9 @@
 """Applying a fitted model row by row: outputs follow inputs.
 
 numpy in -> numpy out (computed here, row blocks on a thread pool, the kernels
-release the GIL); dask / zarr / xarray in -> a lazy dask array; ``output=`` a
+release the GIL); dask / zarr in -> a lazy dask array; an xarray DataArray in ->
+per-row results (labels, scores) as a DataArray along its sample dimension, with
+its coordinates, numpy- or dask-backed as the input is; ``output=`` a
 path -> written to zarr span by span by the workers (or local threads), under
 the rules of :mod:`daskclust.io`: checked before any work, never replacing
 anything but an output of the same kind (and only with ``overwrite``),
@@ -21,6 +23,7 @@ from functools import partial
 
 import dask.array as da
 import numpy as np
+import xarray as xr
 import zarr
 
 from ..data import ChunkedData, as_chunked_data
@@ -55,10 +58,11 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
     """Apply ``block_fn`` (rows (n, D) -> (n,) or (n, width)) to every row of ``X``, which must
     have the ``n_features`` the model ``owner`` (its class name, for messages) was fitted on.
 
-    With ``output``, the result is a daskclust store of kind ``kind`` at that
-    path; it must not overlap ``X`` or ``inputs`` and replaces an existing
-    store of the same kind only with ``overwrite``; ``verbose`` shows a
-    progress bar of the spans written.
+    Without ``output`` the result follows ``X`` (see the module's docstring); a per-row
+    result (``width=None``) of a DataArray is a DataArray named ``kind``. With ``output``,
+    the result is a daskclust store of kind ``kind`` at that path; it must not overlap
+    ``X`` or ``inputs`` and replaces an existing store of the same kind only with ``overwrite``;
+    ``verbose`` shows a progress bar of the spans written.
     """
     location = source = None
     if output is not None:
@@ -70,9 +74,19 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
                                "as input")
     if location is not None:
         return write_rows(data, block_fn, width, dtype, location, kind, source=source, progress=bool(verbose))
-    if not data.lazy:
-        return _apply_numpy(data, block_fn, width, dtype)
-    return _apply_lazy(data, block_fn, width, dtype)
+    out = _apply_lazy(data, block_fn, width, dtype) if data.lazy else _apply_numpy(data, block_fn, width, dtype)
+    if data.input_kind == "xarray" and width is None:
+        return along_samples(X, out, kind)
+    return out
+
+
+def along_samples(X, values, name: str):
+    """``values`` (one per row of the 2-D DataArray ``X``) as a DataArray named ``name`` along ``X``'s
+    sample dimension (its first), with every coordinate of ``X`` that does not involve the features
+    (a stacked MultiIndex included, so ``.unstack()`` gives back the original grid)."""
+    samples, features = X.dims
+    coords = X.drop_vars([n for n, c in X.coords.items() if features in c.dims]).isel({features: 0}).coords
+    return xr.DataArray(values, coords=coords, dims=(samples,), name=name)
 
 
 def _apply_numpy(data: ChunkedData, block_fn, width, dtype) -> np.ndarray:

@@ -202,6 +202,11 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """The EM iterations on the engine after the seeding (or from a checkpoint)."""
         return run_em(engine, start, plan.settings, search, progress.row, plan.checkpointer)
 
+    def _data_sources(self, X, sample_weight) -> tuple[dict | None, dict | None]:
+        """Where the training data ``X`` and ``sample_weight`` are stored (:func:`describe_source`), as recorded
+        with checkpoints and models."""
+        return describe_source(X), describe_source(sample_weight)
+
     def _coreset_builder(self, seed_value: int):
         """The :class:`~daskclust.transforms.LightweightCoreset` of a ``coreset=m`` fit."""
         from ..transforms import LightweightCoreset
@@ -233,6 +238,9 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features), dask array, zarr.Array,
             xarray.DataArray, or str (zarr store path or fsspec URL)
+            A DataArray must be 2-D, with any dimension names: the first is the
+            samples, the second the features (a (time, y, x, band) cube becomes
+            ``cube.stack(sample=("time", "y", "x")).transpose("sample", "band")``).
         y : ignored
         sample_weight : array-like of shape (n_samples,), optional
         client : distributed.Client, optional
@@ -291,7 +299,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         if not isinstance(init, str):
             check_init(init, C, n_features)
         self._check_initial_params(C, n_features)
-        plan = self._plan(data, X, checkpoint, checkpoint_every, resume, overwrite)
+        plan = self._plan(data, X, sample_weight, checkpoint, checkpoint_every, resume, overwrite)
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
         t0 = time.perf_counter()
         self.bytes_read_ = 0
@@ -310,6 +318,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                 remove_store(plan.state_store)  # scratch space of this fit only
         self._set_fitted(result, seeding, n_features, seed_value, time.perf_counter() - t0)
         self.coreset_ = coreset
+        self.training_data_ = {"source": plan.meta["source"], "weights": plan.meta["weights"],
+                               "fingerprint": plan.meta["data"]}
         self.labels_ = self.predict(X)
         progress.say(
             f"done: {self.n_iter_} iterations{'' if coreset is None else ' on the full data'}, free energy "
@@ -339,7 +349,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                          metric=self._family().metric),
         )
 
-    def _plan(self, data, X, checkpoint, checkpoint_every, resume, overwrite) -> FitPlan:
+    def _plan(self, data, X, sample_weight, checkpoint, checkpoint_every, resume, overwrite) -> FitPlan:
         """Settings, checkpointing, the resumed checkpoint and the state store, checked before any work."""
         params = self.model_params()
         fingerprint = data_fingerprint(data)
@@ -349,10 +359,12 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         seed_value = resumed.meta["seed"] if resumed is not None else resolve_seed(self.random_state)
         settings = EMSettings(self._n_clusters(), self._n_keep(), self._family(), self.max_iter, self.tol,
                               self._reg(), self.n_init_esteps, seed_value)
+        source, weights = self._data_sources(X, sample_weight)
         meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
-                "source": describe_source(X), "seeding": resumed.meta["seeding"] if resumed else None}
-        source = source_location(data.source.array) if data.source.kind == "zarr" else None
-        inputs = [source, source_location(X)]
+                "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
+        stored = [source_location(block.array) for block in (data.source, data.weight_source)
+                  if block is not None and block.kind == "zarr"]  # the zarr stores every worker reads
+        inputs = [*stored, source_location(X)]
         shared = []
         checkpointer = None
         if checkpoint is not None:
@@ -371,7 +383,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             check_target(state_store, "state", overwrite=overwrite or checkpointer is not None, inputs=inputs)
             reset_state_store(state_store)
             shared.append(state_store)
-        return FitPlan(settings, meta, checkpointer, resumed, state_store, [source] if source else [], shared)
+        return FitPlan(settings, meta, checkpointer, resumed, state_store, stored, shared)
 
     def model_params(self) -> dict:
         """The parameters saved with a model or checkpoint: JSON values, runtime settings left out."""
@@ -461,8 +473,12 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """Index of the nearest centre of each row (exact: a ball index over the centres prunes where
         it can, :class:`~daskclust.seeding.ops.NearestIndex`).
 
-        numpy input gives a numpy array, lazy input (dask, zarr, xarray, path) a
-        dask array; with ``output`` the labels are written to that zarr store
+        numpy input gives a numpy array, lazy input (dask, zarr, path) a dask
+        array. A 2-D DataArray gives a DataArray named "labels" along its first
+        (sample) dimension with its coordinates, a stacked MultiIndex included
+        (``labels.unstack("sample")`` gives back the grid the samples were stacked
+        from), backed by numpy or by a lazy dask array as the input is. With
+        ``output`` the labels are written to that zarr store
         chunk by chunk and the stored array is returned. ``output`` must not
         overlap ``X``; an existing labels store there is replaced only with
         ``overwrite`` (nothing else ever is); ``inputs`` lists other stores of
@@ -499,7 +515,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         scalars.update(self._stored_scalars())
         coreset = getattr(self, "coreset_", None) or {}
         scalars.update({f"coreset_{key}": coreset[key] for key in _CORESET_SCALARS if key in coreset})
-        model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_))
+        model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_),
+                            data=getattr(self, "training_data_", None))
         save_model(path, model, overwrite=overwrite, storage_options=storage_options)
 
 
@@ -525,15 +542,16 @@ def _jsonable(value):
     return value
 
 
-def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars: dict, history: list,
-            where: str) -> TruncatedEMEstimator:
-    """A fitted ``cls`` from stored parameters and arrays, after checking they make a usable model.
+def restore(cls: type[TruncatedEMEstimator], stored, where: str) -> TruncatedEMEstimator:
+    """A fitted ``cls`` from a :class:`~daskclust.store.StoredModel`, after checking it makes a usable model.
 
-    Runtime parameters found in the store are ignored. Raises
+    Runtime parameters found in the store are ignored; ``training_data_`` is the
+    store's record of the training data (None when not recorded). Raises
     :class:`ModelStoreError` (naming ``where``) for unknown parameters, centres
     that are not a finite (C, D) array matching the parameters, or missing or
     non-finite scalars.
     """
+    params, arrays, scalars = stored.params, stored.arrays, stored.scalars
     kept = {k: v for k, v in params.items() if k not in RUNTIME_PARAMS}
     unknown = sorted(set(kept) - set(cls._param_names()))
     if unknown:
@@ -573,7 +591,8 @@ def restore(cls: type[TruncatedEMEstimator], params: dict, arrays: dict, scalars
     coreset = {key: scalars.get(f"coreset_{key}") for key in _CORESET_SCALARS}
     complete = all(isinstance(v, (int, float)) and np.isfinite(v) for v in coreset.values())
     estimator.coreset_ = coreset if complete else None  # informative only: incomplete figures are dropped
-    estimator.history_ = list(history)
+    estimator.history_ = list(stored.history)
+    estimator.training_data_ = stored.data
     estimator.cluster_sizes_ = _cluster_sizes(arrays, C, where)
     estimator._restore_stored(arrays, scalars, where)
     return estimator

@@ -61,8 +61,10 @@ class CellGaussianMixture(GaussianMixture):
         A location (path or URL every worker reaches) keeping the trees between fits: written by the
         first fit, read by later fits on the same data with the same ``leaf_size`` and covariance
         layout (no pass over the rows to build them); trees of other data there are refused.
-    Other parameters
-        As in :class:`GaussianMixture`.
+
+    Notes
+    -----
+    The other parameters are :class:`GaussianMixture`'s.
 
     Attributes
     ----------
@@ -158,8 +160,11 @@ class GreedyGaussianMixture(CellGaussianMixture):
         (held-out log-likelihoods of nested mixtures creep up by noise).
     tol : float, default=1e-5
         EM's relative tolerance on F (seed 001's); 1e-4 stopped EM before a new component grew.
-    Other parameters
-        As in :class:`CellGaussianMixture` (``init`` is not used: the first component is the data's mean).
+
+    Notes
+    -----
+    The other parameters are :class:`CellGaussianMixture`'s (``init`` is not used: the first
+    component is the data's mean).
 
     Attributes
     ----------

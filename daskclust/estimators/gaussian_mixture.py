@@ -104,7 +104,8 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         with ``coreset``, on the full data).
     inertia_ : float
         Sum of squared distances of the rows to the mean of their most responsible component.
-    labels_, n_iter_, converged_, history_, seeding_time_, seeding_distances_, fit_time_, seed_, coreset_
+    labels_, n_iter_, converged_, history_, seeding_time_, seeding_distances_, fit_time_, seed_, coreset_,
+    bytes_read_, training_data_
         As in :class:`daskclust.KMeans` (``labels_``: the most responsible component of each training row).
     cluster_sizes_ : ndarray of shape (C,) or None
         Responsibility mass of each component in the last E-step, sum_n w_n q_n(c) (the weighted
@@ -209,6 +210,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
 
     @property
     def means_(self) -> np.ndarray:
+        """The component means, shape (C, D) (scikit-learn's name for ``centres_``)."""
         self._check_fitted()
         return self.centres_
 
@@ -229,8 +231,8 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         """Responsibilities of each row's C' most responsible components (the fit's truncated posterior).
 
         numpy input: a ``scipy.sparse.csr_matrix`` (n_samples, C) with C' entries per row
-        (``dense=True``: an ndarray); lazy input (dask, zarr, xarray, path): a pair of lazy
-        dask arrays (indices (n_samples, C') int32, responsibilities (n_samples, C')),
+        (``dense=True``: an ndarray), and so does a numpy-backed DataArray; lazy input (dask,
+        zarr, path, a dask-backed DataArray): a pair of lazy dask arrays (indices (n_samples, C') int32, responsibilities (n_samples, C')),
         computed chunk by chunk, never an N x C block. ``n_truncated`` overrides C'.
         """
         index = self._index()
@@ -254,7 +256,8 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     def score_samples(self, X, *, exact=False, output=None, storage_options=None, overwrite=False):
         """log p(y) of each row: by default the truncated bound log sum over the components the row
         evaluates of pi_c N(y; mu_c, Sigma_c) (<= log p(y), O(G D) per row); ``exact=True`` sums
-        over all C components (O(C D) per row, scikit-learn's ``score_samples``)."""
+        over all C components (O(C D) per row, scikit-learn's ``score_samples``). Outputs as
+        :meth:`predict`'s (a DataArray input gives a DataArray named "scores")."""
         index = self._index(exact)
         return self._apply(X, lambda block: index.top(block, 1)[2], None, np.float64, output, storage_options,
                            "scores", overwrite)

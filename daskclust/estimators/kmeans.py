@@ -32,7 +32,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     n_clusters : int, default=8
         Number of clusters C.
     search : {"estimated", "exhaustive", "sampled", "full"}, default="estimated"
-        Which clusters a point evaluates (see :mod:`daskclust.search` and docs/algorithms.md).
+        Which clusters a point evaluates (see :mod:`daskclust.search` and docs/algorithms/search.md).
     n_neighbors : int, default=5
         G, size of the cluster neighbourhoods G_c (c included).
     n_explore : int, default=1
@@ -115,11 +115,12 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     Attributes
     ----------
     cluster_centers_ : ndarray of shape (C, D)
-    labels_ : ndarray or dask array of shape (n_samples,)
+    labels_ : ndarray, dask array or xarray.DataArray of shape (n_samples,)
         Nearest centre of each training row (``predict(X)``): for numpy input a
         numpy array, computed after the fit by one exact pass over ``X`` on the
         driver's threads (O(N C D), not in ``fit_time_``); for lazy input (dask,
-        zarr, xarray, path) a lazy dask array. Not saved with the model.
+        zarr, path) a lazy dask array; for a DataArray a DataArray named "labels"
+        (see :meth:`predict`). Not saved with the model.
     sigma2_ : float
         Variance of the rows around their centres, sum ||y - mu||^2 / (D N).
     inertia_ : float
@@ -149,6 +150,11 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         Bytes the workers read from the data's sources during the fit (rows times their stored
         width; 0 for numpy input, pushed from memory): a streamed fit reads its store once per
         pass, a persisted one once.
+    training_data_ : dict or None
+        What the fit saw: ``source`` and ``weights``, where the rows and weights were stored
+        (``{"url", "array"}``, None in memory), and ``fingerprint``, their shape, dtype, chunk
+        bounds and whether weighted (:func:`daskclust.checkpoint.data_fingerprint`). Saved with
+        the model; None for a model saved before it was recorded.
     """
 
     _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
@@ -180,6 +186,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
 
     @property
     def cluster_centers_(self) -> np.ndarray:
+        """The cluster centres, shape (C, D) (scikit-learn's name for ``centres_``)."""
         self._check_fitted()
         return self.centres_
 

@@ -10,12 +10,14 @@ from ..data import as_chunked_data
 from ..data.sources import pack_sketch
 from ..engine.cluster import connect
 from ..errors import InvalidDataError, InvalidParameterError
+from ..io import store_root
 from ..kernels.infer import top_components
 from ..models import FAMILIES
 from ..models.sketched import SketchedFamily
 from ..seeding.sketch import seed_sketches
 from ..transforms.sketch import PRECONDITIONS, Sketch, SketchedData
 from .apply import ROW_BLOCK
+from .base import describe_source
 from .coreset_fit import check_coreset_fit
 from .gaussian_mixture import GaussianMixture
 from .inference import MixtureIndex
@@ -51,11 +53,13 @@ class SketchedGaussianMixture(GaussianMixture):
     n_shared : int, default=0
         Q_S, entries every row keeps (seed 002 Sec. IV-C).
     precondition : {"dct", "none"}, default="dct"
-    Other parameters
-        As in :class:`GaussianMixture`. ``means_init`` is given in the raw space; ``precisions_init``
-        in the preconditioned space. Without ``means_init`` the seeding is k-means++ on a sample of
-        sketches followed by the hard bootstrap (:mod:`daskclust.seeding.sketch`); ``init`` is
-        ignored.
+
+    Notes
+    -----
+    The other parameters are :class:`GaussianMixture`'s. ``means_init`` is given in the raw space;
+    ``precisions_init`` in the preconditioned space. Without ``means_init`` the seeding is k-means++
+    on a sample of sketches followed by the hard bootstrap (``daskclust.seeding.sketch``); ``init``
+    is ignored.
 
     Attributes
     ----------
@@ -113,14 +117,16 @@ class SketchedGaussianMixture(GaussianMixture):
             if sample_weight is not None:
                 raise InvalidParameterError("a sketch carries its rows' weights: pass sample_weight when sketching")
             self._sketched = X
+            self._sources = None if X.in_memory else {"url": store_root(X.values).url, "array": None}, None
             return super().fit(X, client=client, **kwargs)
+        self._sources = describe_source(X), describe_source(sample_weight)
         n_features = as_chunked_data(X, sample_weight).n_features
         sketcher = self.sketcher(n_features)
         self._check_initial_params(self._n_clusters(), n_features)
         check_coreset_fit(self.coreset, self._n_clusters(), kwargs.get("checkpoint"), kwargs.get("resume"))
         with connect(client, self.scheduler_address, security=self.security) as cl:
             self._sketched = sketcher.fit_transform(X, sample_weight, client=cl, output=sketch_output,
-                                                    chunk_rows=self.chunk_rows)
+                                                    chunk_rows=self.chunk_rows, overwrite=kwargs.get("overwrite", False))
             return super().fit(self._sketched, client=cl, **kwargs)
 
     # hooks of the fit ---------------------------------------------------------
@@ -139,6 +145,11 @@ class SketchedGaussianMixture(GaussianMixture):
 
     def _model_features(self, data) -> int:
         return self._sketched.n_features
+
+    def _data_sources(self, X, sample_weight) -> tuple[dict | None, dict | None]:
+        """The raw data's and weights' locations when ``fit`` sketched them, else the sketch store's (which
+        holds the weights; None in memory)."""
+        return self._sources
 
     def _seed(self, engine, init, seed_value):
         """k-means++ on sketches and the hard bootstrap (:mod:`daskclust.seeding.sketch`), or the
@@ -205,6 +216,7 @@ class SketchedGaussianMixture(GaussianMixture):
     # applying -------------------------------------------------------------
     @property
     def means_(self) -> np.ndarray:
+        """The component means in the raw space, shape (C, P): D H^T mu~, the preconditioning inverted."""
         self._check_fitted()
         return self.sketch_transform_.invert(self.centres_)
 
@@ -223,7 +235,8 @@ class SketchedGaussianMixture(GaussianMixture):
     def predict(self, X, *, output=None, storage_options=None, overwrite=False, inputs=()):
         """Most responsible component of each row: raw rows are preconditioned and scored on all P
         features; rows of a :class:`~daskclust.transforms.SketchedData` on their Q kept entries
-        (Eq. 17). numpy rows or an in-memory sketch give numpy, lazy inputs a dask array."""
+        (Eq. 17). numpy rows or an in-memory sketch give numpy, lazy inputs a dask array, a DataArray
+        of raw rows a DataArray (as :meth:`KMeans.predict <daskclust.KMeans.predict>`)."""
         if not isinstance(X, SketchedData):
             return super().predict(X, output=output, storage_options=storage_options, overwrite=overwrite,
                                    inputs=inputs)

@@ -106,7 +106,7 @@ class Family:
     unchanged mean the M-step repeats itself (a fixed point). ``metric``: the kernel
     cost is a squared Euclidean distance, so the estimated search may bound pairs
     with the triangle inequality (seed 000 Eq. 8); other families estimate their
-    neighbourhoods from the cost itself (docs/algorithms.md).
+    neighbourhoods from the cost itself (docs/algorithms/families.md).
     """
 
     name = ""

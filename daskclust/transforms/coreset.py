@@ -154,11 +154,8 @@ class LightweightCoreset:
     verbose : int or bool, default=0
         Show a progress bar per pass of ``fit_transform`` (stderr); nothing otherwise.
 
-    ``fit_transform(X, sample_weight=None, client=None)`` returns ``(rows (m, D) float64,
-    weights (m,))``, rows in their source order.
-
-    Attributes (set by ``fit_transform`` / ``transform_engine``)
-    ------------------------------------------------------------
+    Attributes
+    ----------
     n_distances_ : int
         Row-to-mean distances evaluated: one per row in pass 2, plus one per row of every
         chunk that draws at least one row in pass 3 (its q is computed again there).
@@ -178,6 +175,8 @@ class LightweightCoreset:
             raise InvalidParameterError(f"size must be a positive integer, got {self.size!r}")
 
     def fit_transform(self, X, sample_weight=None, *, client=None, chunk_rows=None):
+        """The coreset of ``X`` (any input the estimators take): ``(rows, weights)``, rows of shape
+        (m, D) float64 in their source order and their weights of shape (m,)."""
         self.check_size()
         data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, min_samples=1)
         with connect(client, None) as cl, Engine(data, cl, progress=bool(self.verbose)) as engine:

@@ -104,6 +104,7 @@ class SketchTransform:
 
     @property
     def n_shared(self) -> int:
+        """Q_S, the entries every row keeps."""
         return len(self.shared)
 
     @property
@@ -136,11 +137,13 @@ class SketchTransform:
         return np.take_along_axis(Y, idx, axis=1), idx.astype(self.index_dtype)
 
     def attrs(self) -> dict:
+        """The transform as JSON-serialisable attributes of a sketch or model store."""
         return {"n_features": self.n_features, "n_kept": self.n_kept, "precondition": self.precondition,
                 "seed": self.seed, "signs": self.signs.tolist(), "shared": self.shared.tolist()}
 
     @classmethod
     def from_attrs(cls, attrs: dict) -> SketchTransform:
+        """The transform stored by :meth:`attrs`."""
         return cls(int(attrs["n_features"]), int(attrs["n_kept"]), np.asarray(attrs["signs"], dtype=np.int8),
                    np.asarray(attrs["shared"], dtype=np.int64), str(attrs["precondition"]), int(attrs["seed"]))
 
@@ -164,6 +167,7 @@ class SketchGeometry:
         return X[:, :Q], X[:, Q:].astype(np.int64)
 
     def sums(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Per feature, the weighted sum of the observed entries, then their weight (length 2P)."""
         values, idx = self._split(X)
         P = self.n_features
         weighted = np.bincount(idx.ravel(), weights=(w[:, None] * values).ravel(), minlength=P)
@@ -171,11 +175,13 @@ class SketchGeometry:
         return np.concatenate([weighted, counts])
 
     def mean(self, sums: np.ndarray, total_weight: float) -> np.ndarray:
+        """The mean of each feature over the rows that observed it (from :meth:`sums`)."""
         P = self.n_features
         counts = sums[P:]
         return np.divide(sums[:P], counts, out=np.zeros(P), where=counts > 0)
 
     def squared_distances(self, X: np.ndarray, mean: np.ndarray) -> np.ndarray:
+        """Seed 002 Eq. 30: each sketched row's squared distance to ``mean``, scaled by P / Q."""
         values, idx = self._split(X)
         return (values - mean[idx]) ** 2 @ np.full(self.n_kept, self.n_features / self.n_kept)
 
@@ -192,10 +198,12 @@ class SketchedData:
 
     @property
     def n_samples(self) -> int:
+        """N, the sketched rows."""
         return int(self.values.shape[0])
 
     @property
     def n_kept(self) -> int:
+        """Q, the entries kept per row."""
         return self.transform.n_kept
 
     @property
@@ -205,6 +213,7 @@ class SketchedData:
 
     @property
     def in_memory(self) -> bool:
+        """True for numpy values and indices, False for a (lazy) sketch store."""
         return isinstance(self.values, np.ndarray)
 
     @classmethod
@@ -295,9 +304,9 @@ class Sketch:
     verbose : int or bool, default=0
         Show a progress bar of the pass (chunks sketched, stderr); nothing otherwise.
 
-    ``fit_transform(X)`` reads every row once and returns a :class:`SketchedData`: in memory, or
-    written chunk by chunk to a zarr sketch store at ``output`` (reopened with
-    :meth:`SketchedData.open`). Cost O(N P log P) time, O(N Q) storage.
+    Notes
+    -----
+    :meth:`fit_transform` reads every row once. Cost O(N P log P) time, O(N Q) storage.
     """
 
     def __init__(self, n_kept: int, *, n_shared: int = 0, precondition: str = "dct", random_state: int = 0,
@@ -328,6 +337,12 @@ class Sketch:
 
     def fit_transform(self, X, sample_weight=None, *, client=None, output=None, chunk_rows: int | None = None,
                       overwrite: bool = False, storage_options: dict | None = None) -> SketchedData:
+        """Sketch every row of ``X`` (any input the estimators take) in one pass.
+
+        Returns a :class:`SketchedData`: in memory, or written chunk by chunk by the workers to a zarr
+        sketch store at ``output`` (replaced only if it is a sketch store and ``overwrite``; reopened
+        with :meth:`SketchedData.open`). ``sample_weight`` travels with the sketch.
+        """
         data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, storage_options=storage_options)
         self.check(data.n_features)
         transform = SketchTransform.draw(data.n_features, int(self.n_kept), int(self.n_shared), self.precondition,

@@ -1,0 +1,217 @@
+"""``daskclust fit``: any estimator on a zarr store, every parameter a flag or a key of a TOML ``--config``.
+
+Settings come from the config file, then the flags, which override it. Weights (``--sample-weight``)
+and held-out rows (``--validation``, greedy-gmm) are an array of DATA's zarr group or a store of their
+own. For sketched-gmm, DATA is raw rows, sketched in one pass before the fit (in memory, or into
+``--sketch-output``), or a daskclust sketch store, whose Q, Q_S and preconditioning the model takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import zarr
+
+from ..errors import CheckpointError, InvalidParameterError
+from .arguments import add_cluster_arguments, add_data_arguments, add_output_arguments
+from .config import option_kinds, read_config
+from .docstrings import plain_text
+from .fit_options import ALGORITHMS, check_value, estimator_options, estimator_params
+from .values import Choice, Integer
+
+RESUMABLE = ("max_iter", "memory_budget", "state_store", "tree_store")
+"""Estimator parameters a resumed fit may change; the others are the checkpoint's."""
+
+SKETCH_PARAMS = ("n_kept", "n_shared", "precondition")
+"""The parameters a sketch store fixes."""
+
+DESCRIPTION = plain_text(__doc__.split("\n\n", 1)[1])
+
+
+def add_fit_parser(sub) -> None:
+    """Register ``daskclust fit``."""
+    parser = sub.add_parser("fit", help="fit a model on a zarr store and save it", description=DESCRIPTION,
+                            argument_default=argparse.SUPPRESS)
+    add_fit_arguments(parser)
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``daskclust fit`` (with ``argument_default=SUPPRESS``: only those given are set)."""
+    add_data_arguments(parser, optional=True, also=", or a daskclust sketch store (sketched-gmm); with --resume, "
+                       "default: the checkpoint's data")
+    parser.add_argument("--config", metavar="FILE.toml", help="settings in a TOML file: keys are the Python "
+                        "parameter names and these options' names with _ (n_clusters = 1024, algorithm = \"gmm\", "
+                        "data = \"d.zarr\", ...); paths relative to the current directory; flags override it")
+    algorithm = Choice(tuple(ALGORITHMS))
+    parser.add_argument("--algorithm", type=algorithm, metavar=algorithm.metavar,
+                        help="the estimator: " + ", ".join(f"{name} ({cls.__name__})" for name, cls in
+                                                           ALGORITHMS.items()) + ". Default: kmeans.")
+    parser.add_argument("--sample-weight", metavar="ARRAY_OR_URL", help="a weight per row: an array of DATA's zarr "
+                        "group, else a zarr store path or fsspec URL; read in DATA's row chunks")
+    parser.add_argument("--validation", metavar="ARRAY_OR_URL", help="[greedy-gmm] held-out rows (an array of "
+                        "DATA's group or a zarr store, read into memory): their log-likelihood, not BIC, chooses "
+                        "the number of components")
+    parser.add_argument("--sketch-output", metavar="PATH", help="[sketched-gmm] write the sketch of DATA to this "
+                        "zarr store (a later fit takes it as DATA); default: the sketch stays in memory")
+    parser.add_argument("--checkpoint", metavar="PATH", help="directory for checkpoints of the running fit")
+    parser.add_argument("--checkpoint-every", type=Integer(), metavar="N",
+                        help="iterations between checkpoints. Default: 10.")
+    parser.add_argument("--resume", metavar="PATH", help="continue from this checkpoint (or directory of "
+                        "checkpoints) with its estimator, parameters and data; only "
+                        + ", ".join(estimator_options()[name].flags[0] for name in RESUMABLE) + " may change")
+    add_output_arguments(parser, "model", required=False, also=", and an earlier fit's --checkpoint and "
+                         "--sketch-output")
+    add_cluster_arguments(parser)
+    group = parser.add_argument_group("estimator parameters", "The estimators' Python parameters; [...] lists the "
+                                      "algorithms a parameter applies to, 'none' is Python's None.")
+    for option in estimator_options().values():
+        group.add_argument(*option.flags, dest=option.name, type=option.kind, metavar=option.kind.metavar,
+                           help=option.help)
+
+
+def fit_settings(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
+    """The settings of a fit: ``--config``'s, overridden by the flags given, and where each came from
+    (a flag, or ``FILE: key``)."""
+    probe = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    add_fit_arguments(probe)
+    flags = {action.dest: action.option_strings[0] if action.option_strings else action.metavar
+             for action in probe._actions}
+    given = {name: value for name, value in vars(args).items() if name in flags and name != "config"}
+    from_file = read_config(args.config, option_kinds(probe)) if "config" in args else {}
+    origins = {**{name: f"{args.config}: {name}" for name in from_file}, **{name: flags[name] for name in given}}
+    return {**from_file, **given}, origins
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """Fit the estimator the settings describe, or resume a checkpoint's fit, and save the model."""
+    from ..engine.cluster import security_from_files
+    from ..io import Location, source_location
+    from ..store import check_model_target
+
+    values, origins = fit_settings(args)
+    run = {name: values.pop(name) for name in list(values) if name not in estimator_options()}
+    quiet = run.pop("quiet", False)
+    algorithm = run.pop("algorithm", None)
+    if "output" not in run:
+        raise InvalidParameterError("fit needs --output (or output in --config): where to save the model")
+    runtime = dict(verbose=0 if quiet else 1, scheduler_address=run.get("scheduler"),
+                   security=security_from_files(run.get("tls_ca_file"), run.get("tls_cert"), run.get("tls_key")))
+    if "resume" in run:
+        model, X, weights = resumed_fit(run, algorithm, values, origins, runtime)
+    else:
+        model, X, weights = new_fit(run, algorithm or "kmeans", values, origins, runtime)
+    extra = fit_extras(model, run, origins, X)
+    paths = [run.get(name) for name in ("data", "checkpoint", "resume", "sketch_output")]
+    paths += [getattr(model, name, None) for name in ("state_store", "tree_store")]
+    inputs = [Location.parse(p) for p in paths if p] + [source_location(weights)]
+    overwrite = run.get("overwrite", False)
+    check_model_target(run["output"], overwrite=overwrite, inputs=inputs, option="--overwrite")
+    model.fit(X, sample_weight=weights, checkpoint=run.get("checkpoint"),
+              checkpoint_every=run.get("checkpoint_every", 10), resume=run.get("resume"), overwrite=overwrite,
+              **extra)
+    model.save(run["output"], overwrite=overwrite)
+    if not quiet:
+        print(f"saved {type(model).__name__} with {model.centres_.shape[0]} clusters to {run['output']}")
+    return 0
+
+
+def new_fit(run: dict, algorithm: str, values: dict, origins: dict, runtime: dict):
+    """The estimator, data and weights of a fit from its settings, checked before any work."""
+    from ..transforms import SketchedData
+
+    if "data" not in run:
+        raise InvalidParameterError("fit needs DATA (or data in --config), or --resume CHECKPOINT")
+    params = estimator_params(algorithm, values, origins)
+    if not {"n_clusters", "n_components"} & set(params) and algorithm != "greedy-gmm":
+        raise InvalidParameterError("fit needs the number of clusters: --clusters C (n_clusters in --config)")
+    X = open_data(run["data"], run.get("array"))
+    if isinstance(X, SketchedData):
+        if algorithm != "sketched-gmm":
+            raise InvalidParameterError(f"{run['data']} is a daskclust sketch store: fit it with --algorithm "
+                                        "sketched-gmm")
+        fixed = [name for name in (*SKETCH_PARAMS, "array", "sample_weight") if name in values or name in run]
+        if fixed:
+            raise InvalidParameterError(f"{origins[fixed[0]]}: {run['data']} is a sketch store, which holds its "
+                                        "rows' weights and how they were sketched")
+        t = X.transform
+        params.update(n_kept=t.n_kept, n_shared=t.n_shared, precondition=t.precondition)
+    weights = open_beside(run["sample_weight"], run["data"], 1) if "sample_weight" in run else None
+    return ALGORITHMS[algorithm](**params, **runtime), X, weights
+
+
+def resumed_fit(run: dict, algorithm: str | None, values: dict, origins: dict, runtime: dict):
+    """The estimator, data and weights of the checkpoint ``run["resume"]``, with the few settings a
+    resumed fit may change (:data:`RESUMABLE`)."""
+    from ..checkpoint import load as load_checkpoint
+    from ..data import open_zarr_array
+    from ..estimators.registry import ESTIMATORS
+
+    changed = [name for name in values if name not in RESUMABLE] + (["algorithm"] if algorithm else [])
+    if changed:
+        allowed = ", ".join(estimator_options()[name].flags[0] for name in RESUMABLE)
+        raise InvalidParameterError(f"{origins[changed[0]]}: --resume continues the checkpoint's fit with its "
+                                    f"estimator and parameters; only {allowed} may change")
+    meta = load_checkpoint(run["resume"]).meta
+    cls = ESTIMATORS.get(meta["kind"])
+    if cls is None:
+        raise CheckpointError(f"{run['resume']} is a checkpoint of an unknown estimator {meta['kind']!r}")
+    for name, value in values.items():
+        check_value(cls, name, value, origins[name])
+    source, recorded = meta.get("source") or {}, meta.get("weights")
+    url, array = (run["data"], run.get("array")) if "data" in run else (source.get("url"), source.get("array"))
+    if url is None:
+        raise InvalidParameterError("the checkpoint does not record where its data is: pass DATA")
+    if "sample_weight" in run:
+        weights = open_beside(run["sample_weight"], url, 1)
+    else:
+        weights = open_zarr_array(recorded["url"], recorded["array"], ndim=1) if recorded else None
+    return cls(**{**meta["params"], **values, **runtime}), open_data(url, array), weights
+
+
+def fit_extras(model, run: dict, origins: dict, X) -> dict:
+    """The keywords of ``fit`` that only one estimator takes: ``sketch_output`` (sketched-gmm, raw data) and
+    ``X_val`` (greedy-gmm); refused for the others."""
+    import numpy as np
+
+    from ..estimators import GreedyGaussianMixture, SketchedGaussianMixture
+    from ..transforms import SketchedData
+
+    extra = {}
+    if "sketch_output" in run:
+        if not isinstance(model, SketchedGaussianMixture) or isinstance(X, SketchedData):
+            raise InvalidParameterError(f"{origins['sketch_output']} is for sketched-gmm on raw data (DATA not a "
+                                        "sketch store)")
+        extra["sketch_output"] = run["sketch_output"]
+    if "validation" in run:
+        if not isinstance(model, GreedyGaussianMixture):
+            raise InvalidParameterError(f"{origins['validation']} is for greedy-gmm: held-out rows choose its "
+                                        "number of components")
+        extra["X_val"] = np.asarray(open_beside(run["validation"], run.get("data"), 2))
+    return extra
+
+
+def open_data(url: str, array: str | None):
+    """The training data at ``url``: a :class:`~daskclust.transforms.SketchedData` for a daskclust sketch
+    store, else its zarr array (``array`` inside a group)."""
+    from ..data import open_zarr_array
+    from ..io import Location, store_kind
+    from ..transforms import SketchedData
+
+    if store_kind(Location.parse(url)) == "sketch":
+        return SketchedData.open(url)
+    return open_zarr_array(url, array)
+
+
+def open_beside(spec: str, data_url: str | None, ndim: int) -> zarr.Array:
+    """``spec`` as an array of DATA's zarr group when the group holds it, else as a zarr store path or
+    URL (its ``ndim``-D array when a group)."""
+    from ..data import open_zarr_array
+    from ..io import Location
+
+    if data_url is not None:
+        location = Location.parse(data_url)
+        node = zarr.open(store=location.url, mode="r", **location.zarr_kwargs)
+        if isinstance(node, zarr.Group) and spec in node:
+            return open_zarr_array(data_url, spec, ndim=ndim)
+    return open_zarr_array(spec, ndim=ndim)
+

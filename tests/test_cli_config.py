@@ -1,0 +1,290 @@
+"""``daskclust fit`` reaches every estimator and parameter (flags or a TOML --config), and ``daskclust info``
+describes what a model was fitted on (issue 13, section 5)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import zarr
+
+import daskclust
+from conftest import blobs
+from daskclust.checkpoint import data_fingerprint
+from daskclust.cli import main
+from daskclust.cli.fit_options import ALGORITHMS, estimator_options
+from daskclust.data import as_chunked_data
+from daskclust.transforms import Sketch
+from daskclust.versions import MODEL_PACKAGES
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "fit.toml"
+
+# per algorithm: flags and the Python parameters they must give the saved model
+CASES = {
+    "kmeans": (["--clusters", "5", "--search", "exhaustive", "--n-neighbors", "3", "--init", "random",
+                "--max-iter", "6", "--tol", "0", "--seed", "3", "--chunk-rows", "150", "--coreset", "300",
+                "--refine-iter", "1"],
+               dict(n_clusters=5, search="exhaustive", n_neighbors=3, init="random", max_iter=6, tol=0.0,
+                    random_state=3, chunk_rows=150, coreset=300, refine_iter=1)),
+    "gmm": (["--n-components", "5", "--covariance-type", "spherical", "--n-truncated", "2", "--search", "sampled",
+             "--n-samples", "3", "--reg-covar", "1e-4", "--learn-weights", "false", "--max-iter", "5"],
+            dict(n_components=5, covariance_type="spherical", n_truncated=2, search="sampled", n_samples=3,
+                 reg_covar=1e-4, learn_weights=False, max_iter=5)),
+    "sketched-gmm": (["--clusters", "4", "--n-kept", "3", "--n-shared", "1", "--precondition", "none",
+                      "--n-truncated", "none", "--search", "full", "--max-iter", "4"],
+                     dict(n_components=4, n_kept=3, n_shared=1, precondition="none", n_truncated=None,
+                          search="full", max_iter=4)),
+    "cell-gmm": (["--clusters", "4", "--covariance-type", "full", "--leaf-size", "8", "--initial-depth", "2",
+                  "--max-refine", "1", "--refine-fraction", "0.25", "--max-iter", "5"],
+                 dict(n_components=4, covariance_type="full", leaf_size=8, initial_depth=2, max_refine=1,
+                      refine_fraction=0.25, max_iter=5)),
+    "greedy-gmm": (["--n-components", "3", "--covariance-type", "diag", "--n-candidates", "2", "--partial-iter",
+                    "5", "--patience", "1", "--min-improvement", "0.001", "--max-refine", "1", "--max-iter", "5"],
+                   dict(n_components=3, covariance_type="diag", n_candidates=2, partial_iter=5, patience=1,
+                        min_improvement=0.001, max_refine=1, max_iter=5)),
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A zarr group: X (600 x 4 blobs, 100-row chunks), positive weights w, held-out rows V."""
+    root = tmp_path_factory.mktemp("cli-config") / "d.zarr"
+    X, _ = blobs(700, 4, 4, seed=7)
+    group = zarr.open_group(str(root), mode="w")
+    group.create_array("X", data=X[:600], chunks=(100, 4))
+    group.create_array("w", data=np.random.default_rng(1).uniform(0.2, 3.0, 600), chunks=(100,))
+    group.create_array("V", data=X[600:], chunks=(100, 4))
+    return str(root)
+
+
+def fit(*args, client=None):
+    """``daskclust fit ARGS --quiet`` on the test cluster; the exit code."""
+    return main(["fit", *map(str, args), "--quiet", *(["--scheduler", client.scheduler.address] if client else [])])
+
+
+def saved_params(path) -> dict:
+    return daskclust.load(path).get_params()
+
+
+@pytest.mark.parametrize("algorithm", list(CASES))
+def test_every_algorithm_and_its_flags(store, tmp_path, client, algorithm):
+    flags, expected = CASES[algorithm]
+    extra = ["--validation", "V"] if algorithm == "greedy-gmm" else []
+    assert fit(store, "--algorithm", algorithm, *flags, *extra, "--output", tmp_path / "m.zarr", client=client) == 0
+    model = daskclust.load(tmp_path / "m.zarr")
+    assert type(model) is ALGORITHMS[algorithm]
+    params = model.get_params()
+    assert {name: params[name] for name in expected} == expected
+    assert params["random_state"] == expected.get("random_state", 0)  # the command line's default seed
+
+
+def test_sketch_store_as_data(store, tmp_path, client):
+    """A sketch store is fitted without its raw rows, and the model takes its Q, Q_S and preconditioning."""
+    sketch = Sketch(2, n_shared=1, random_state=4).fit_transform(zarr.open_group(store, mode="r")["X"],
+                                                                 client=client, output=str(tmp_path / "s.zarr"))
+    assert fit(tmp_path / "s.zarr", "--algorithm", "sketched-gmm", "--clusters", "3", "--max-iter", "3",
+               "--output", tmp_path / "m.zarr", client=client) == 0
+    model = daskclust.load(tmp_path / "m.zarr")
+    assert (model.n_kept, model.n_shared, model.precondition) == (2, 1, "dct")
+    assert model.sketch_transform_.n_kept == sketch.n_kept
+    assert model.training_data_["source"]["url"] == str(tmp_path / "s.zarr")
+
+
+def test_weights_from_zarr_as_in_python(store, tmp_path, client):
+    group = zarr.open_group(store, mode="r")
+    X, w = group["X"][:], group["w"][:]
+    python = daskclust.KMeans(5, random_state=2, chunk_rows=100).fit(X, sample_weight=w, client=client)
+    unweighted = daskclust.KMeans(5, random_state=2, chunk_rows=100).fit(X, client=client)
+    zarr.create_array(str(tmp_path / "w.zarr"), data=w, chunks=(150,))  # a store of its own, other chunks
+    for i, spec in enumerate(("w", tmp_path / "w.zarr")):
+        out = tmp_path / f"m{i}.zarr"
+        assert fit(store, "--clusters", "5", "--seed", "2", "--chunk-rows", "100", "--sample-weight", spec,
+                   "--output", out, client=client) == 0
+        model = daskclust.load(out)
+        np.testing.assert_allclose(model.centres_, python.centres_, rtol=1e-10, atol=1e-10)
+        assert model.training_data_["fingerprint"]["weighted"] is True
+    assert not np.allclose(unweighted.centres_, python.centres_)
+
+
+def test_weights_of_the_wrong_length_are_refused(store, tmp_path, capsys):
+    zarr.create_array(str(tmp_path / "w.zarr"), data=np.ones(599), chunks=(100,))
+    assert fit(store, "--clusters", "5", "--sample-weight", tmp_path / "w.zarr", "--output", tmp_path / "m.zarr") == 2
+    assert "sample_weight must have shape (600,)" in capsys.readouterr().err
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def write_toml(path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_config_equals_flags_and_flags_override_it(store, tmp_path, client):
+    config = write_toml(tmp_path / "fit.toml", f"""
+algorithm = "gmm"
+data = "{store}"
+n_clusters = 4
+n_truncated = 2
+search = "estimated"
+covariance_type = "diag"
+max_iter = 3
+tol = 0
+random_state = 5
+chunk_rows = 150
+output = "{tmp_path / 'a.zarr'}"
+""")
+    assert fit("--config", config, client=client) == 0
+    assert fit(store, "--algorithm", "gmm", "--clusters", "4", "--n-truncated", "2", "--search", "estimated",
+               "--covariance-type", "diag", "--max-iter", "3", "--tol", "0", "--seed", "5", "--chunk-rows", "150",
+               "--output", tmp_path / "b.zarr", client=client) == 0
+    a, b = daskclust.load(tmp_path / "a.zarr"), daskclust.load(tmp_path / "b.zarr")
+    assert a.get_params() == b.get_params()
+    np.testing.assert_allclose(a.means_, b.means_, rtol=1e-12)
+    assert fit("--config", config, "--max-iter", "1", "--n-truncated", "none", "--output", tmp_path / "c.zarr",
+               client=client) == 0
+    c = daskclust.load(tmp_path / "c.zarr").get_params()
+    assert (c["max_iter"], c["n_truncated"], c["n_components"]) == (1, None, 4)
+
+
+def test_the_example_config(tmp_path, client, monkeypatch):
+    """examples/fit.toml, run where its relative paths lead (the BIRCH data written first)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["make-data", "birch", "--output", "birch.zarr", "--clusters", "16", "--points-per-cluster", "20",
+                 "--quiet"]) == 0
+    assert fit("--config", EXAMPLE, "--clusters", "16", client=client) == 0
+    model = daskclust.load(tmp_path / "model.zarr")
+    assert type(model) is daskclust.GaussianMixture and model.n_components == 16
+
+
+@pytest.mark.parametrize("text, message", [
+    ("n_clusters = 4\nn_neighbours = 3\n", "unknown key n_neighbours; valid keys: algorithm, array, "),
+    ("n_clusters = 4\nbogus = 1\nworse = 2\n", "unknown keys bogus, worse"),
+    ("n_clusters = \"four\"\n", "n_clusters must be an integer, got 'four'"),
+    ("n_clusters = 4.0\n", "n_clusters must be an integer, got 4.0"),
+    ("n_clusters = 4\ntol = \"small\"\n", "tol must be a number, got 'small'"),
+    ("n_clusters = 4\nsearch = \"everywhere\"\n", "search must be one of full, exhaustive, estimated, sampled"),
+    ("n_clusters = 4\noverwrite = \"yes\"\n", "overwrite must be true or false"),
+    ("n_clusters = 4\nn_truncated = 0\nalgorithm = \"gmm\"\n", "n_truncated must be >= 1, got 0"),
+    ("n_clusters = [4]\n", "n_clusters must be an integer, got [4]"),
+    ("n_clusters = 4\n[section]\nx = 1\n", "unknown key section"),
+    ("n_clusters = \n", "is not valid TOML"),
+])
+def test_bad_config_is_refused_naming_the_key(store, tmp_path, capsys, text, message):
+    config = write_toml(tmp_path / "bad.toml", text)
+    assert fit(store, "--config", config, "--output", tmp_path / "m.zarr") == 2
+    err = capsys.readouterr().err
+    assert message in err and "bad.toml" in err
+    assert not (tmp_path / "m.zarr").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--n-truncated", "3"], "--n-truncated: kmeans (KMeans) has no parameter 'n_truncated'; it applies to gmm, "
+                             "sketched-gmm, cell-gmm, greedy-gmm"),
+    (["--algorithm", "sketched-gmm", "--init", "random"], "sketched-gmm (SketchedGaussianMixture) does not use "
+                                                          "parameter 'init'"),
+    (["--algorithm", "cell-gmm", "--coreset", "100"], "cell-gmm (CellGaussianMixture) does not use parameter"),
+    (["--refine-iter", "2"], "--refine-iter refines a coreset's model: it needs --coreset"),
+    (["--algorithm", "gmm", "--n-components", "3"], "--n-clusters and --n-components both give"),
+    (["--n-neighbors", "0"], "--n-neighbors: n_neighbors must be >= 1, got 0"),
+    (["--algorithm", "cell-gmm", "--covariance-type", "spherical"], "covariance_type='spherical' is not supported"),
+    (["--validation", "V"], "--validation is for greedy-gmm"),
+    (["--sketch-output", "s.zarr"], "--sketch-output is for sketched-gmm"),
+])
+def test_a_flag_the_algorithm_does_not_take_is_an_error(store, tmp_path, capsys, args, message):
+    assert fit(store, "--clusters", "4", *args, "--output", tmp_path / "m.zarr") == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def test_resume_refuses_new_parameters(tmp_path, capsys):
+    assert fit("--resume", tmp_path / "run", "--n-neighbors", "3", "--output", tmp_path / "m.zarr") == 2
+    assert "--n-neighbors: --resume continues the checkpoint's fit" in capsys.readouterr().err
+
+
+def test_bad_flag_values_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", "d.zarr", "--n-truncated", "two"])
+    assert stop.value.code == 2
+    assert "--n-truncated: expected an integer or none, got 'two'" in capsys.readouterr().err
+
+
+def test_every_parameter_has_an_option_with_help():
+    options = estimator_options()
+    for name, cls in ALGORITHMS.items():
+        for param in cls._param_names():
+            if param in options:
+                assert options[param].help and "Default:" in options[param].help, param
+    assert options["n_truncated"].flags == ("--n-truncated",) and options["n_clusters"].flags[1] == "--clusters"
+
+
+def test_info_text_and_json(store, tmp_path, client, capsys):
+    assert fit(store, "--clusters", "5", "--chunk-rows", "150", "--coreset", "200", "--refine-iter", "2",
+               "--sample-weight", "w", "--output", tmp_path / "m.zarr", client=client) == 0
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "m.zarr"), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    X, w = zarr.open_group(store, mode="r")["X"], zarr.open_group(store, mode="r")["w"]
+    data = info["training_data"]
+    assert data["fingerprint"] == data_fingerprint(as_chunked_data(X, w, chunk_rows=150))
+    assert data["source"] == {"url": store, "array": "X"} and data["weights"] == {"url": store, "array": "w"}
+    assert set(info["versions"]) >= {"python", *MODEL_PACKAGES}
+    assert info["versions"]["numpy"] == np.__version__ and info["versions"]["daskclust"] == daskclust.__version__
+    model = daskclust.load(tmp_path / "m.zarr")
+    history = info["history"]
+    assert [phase["data"] for phase in history["phases"]] == ["coreset", "full"]
+    assert history["iterations"] == len(model.history_) == sum(p["iterations"] for p in history["phases"])
+    assert history["n_distances"] == sum(row["n_distances"] for row in model.history_)
+    full = history["phases"][1]
+    assert full["last_free_energy"] == model.history_[-1]["free_energy"] == info["free_energy"]
+    assert history["phases"][0]["first_quantization_error"] == model.history_[0]["quantization_error"]
+    assert info["params"]["coreset"] == 200 and info["coreset"]["size"] == 200
+    assert info["sizes"]["arrays"]["centres"] == {"shape": [5, 4], "dtype": "float64", "bytes": 160}
+    assert main(["info", str(tmp_path / "m.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert f"numpy: {np.__version__}" in text and "data: coreset" in text and "data: full" in text
+    assert "bounds: [0, 150, 300, 450, 600]" in text and "not recorded" not in text
+
+
+def test_info_of_a_store_written_before_the_records(store, tmp_path, client, capsys):
+    """A model store without the training data and versions attributes loads; info says "not recorded"."""
+    assert fit(store, "--clusters", "3", "--max-iter", "2", "--output", tmp_path / "m.zarr", client=client) == 0
+    meta_path = tmp_path / "m.zarr" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    for name in ("daskclust_data", "daskclust_versions"):
+        del meta["attributes"][name]
+    meta_path.write_text(json.dumps(meta))
+    assert daskclust.load(tmp_path / "m.zarr").training_data_ is None
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "m.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "training_data: not recorded" in text and "numpy: not recorded" in text
+    assert f"daskclust: {daskclust.__version__}" in text
+
+
+def test_resume_reopens_the_recorded_weights(store, tmp_path, client):
+    """A weighted fit's checkpoint records where its weights are: --resume needs neither DATA nor --sample-weight,
+    may change --max-iter, and ends where the uninterrupted fit did."""
+    base = ["--clusters", "5", "--init", "random", "--tol", "0", "--sample-weight", "w", "--chunk-rows", "100"]
+    assert fit(store, *base, "--max-iter", "6", "--checkpoint", tmp_path / "run", "--checkpoint-every", "2",
+               "--output", tmp_path / "a.zarr", client=client) == 0
+    oldest = sorted(p.name for p in (tmp_path / "run").iterdir() if p.name.startswith("ckpt-"))[0]
+    assert fit("--resume", tmp_path / "run" / oldest, "--max-iter", "6", "--output", tmp_path / "b.zarr",
+               client=client) == 0
+    a, b = daskclust.load(tmp_path / "a.zarr"), daskclust.load(tmp_path / "b.zarr")
+    np.testing.assert_allclose(a.centres_, b.centres_, rtol=1e-10, atol=1e-10)
+    assert b.training_data_["weights"] == {"url": store, "array": "w"}
+
+
+def test_sketch_output_is_replaced_only_with_overwrite(store, tmp_path, client, capsys):
+    args = [store, "--algorithm", "sketched-gmm", "--clusters", "3", "--n-kept", "2", "--max-iter", "2",
+            "--sketch-output", tmp_path / "s.zarr"]
+    assert fit(*args, "--output", tmp_path / "a.zarr", client=client) == 0
+    assert fit(tmp_path / "s.zarr", "--algorithm", "sketched-gmm", "--clusters", "3", "--max-iter", "2",
+               "--output", tmp_path / "b.zarr", client=client) == 0
+    np.testing.assert_allclose(daskclust.load(tmp_path / "a.zarr").means_, daskclust.load(tmp_path / "b.zarr").means_,
+                               rtol=1e-10, atol=1e-10)  # the same sketch, the same seed
+    capsys.readouterr()
+    assert fit(*args, "--output", tmp_path / "c.zarr", client=client) == 2
+    assert "pass overwrite=True" in capsys.readouterr().err and not (tmp_path / "c.zarr").exists()
+    assert fit(*args, "--output", tmp_path / "c.zarr", "--overwrite", client=client) == 0
