@@ -26,6 +26,7 @@ present, so a damaged checkpoint is refused rather than resumed on zeros.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import warnings
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ FORMAT = 2
 PARAM_ARRAYS = ("means", "weights", "covariances")
 KEEP = 2
 PREFIX = "ckpt-"
+
+log = logging.getLogger("daskclust")
 
 
 @dataclass
@@ -132,6 +135,7 @@ class Checkpointer:
         if local:
             swap_in(target, final)
             self._prune()
+        log.info("checkpoint of iteration %d written: %s", state.iteration, final)
         return final
 
     def _prune(self) -> None:

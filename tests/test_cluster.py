@@ -481,8 +481,15 @@ def test_the_demo_writes_its_report_and_plot(tmp_path, capsys):
 
     png = tmp_path / "demo.png"
     assert main(["demo", "--clusters", "16", "--plot", str(png)]) == 0
-    out = capsys.readouterr().out
-    assert "started a LocalCluster in this process" in out
+    out, err = capsys.readouterr()
+    assert "daskclust: started a LocalCluster in this process" in err  # logged, shown by the command line
+    assert "seeding (pass 1)" in err  # and the seeding's progress bars
     assert "daskclust demo report" in out and "true centres recovered" in out
     assert f"convergence plot       {png}" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    page = (tmp_path / "demo.html").read_text()  # the report beside it, through daskclust.report
+    assert f"report                 {tmp_path / 'demo.html'}" in out
+    for name in ("demo.png", "demo-distances.png", "demo-sizes.png", "demo-centres.png"):
+        assert f'href="{name}"' in page and (tmp_path / name).stat().st_size > 10_000
+    assert "1,600 rows sampled from" in page  # all of the demo's 100 C rows
+    assert main(["demo", "--clusters", "16", "--plot", str(tmp_path / "demo.svg")]) == 2  # refused before any work

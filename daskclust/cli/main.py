@@ -6,12 +6,16 @@ import argparse
 import signal
 import sys
 
+from ..display import command_logging
 from ..errors import DaskclustError
 from .arguments import add_cluster_arguments, add_data_arguments, add_output_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="daskclust", description=__doc__)
+    parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                        help="daskclust's messages shown on stderr, from this level up (default INFO; ERROR with "
+                        "a command's --quiet)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     make = sub.add_parser("make-data", help="write a synthetic data set to a zarr store")
@@ -41,13 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="generate BIRCH data, fit it on a LocalCluster, report")
     demo.add_argument("--clusters", type=int, default=400)
-    demo.add_argument("--plot", default="daskclust-demo.png", help="where to write the convergence plot (PNG); "
-                      "'' for none")
+    demo.add_argument("--plot", default="daskclust-demo.png", help="where to write the convergence plot (PNG), "
+                      "with the fit's report beside it (<stem>.html, <stem>-<figure>.png); '' for none")
     demo.add_argument("--seed", type=int, default=0)
 
     from .bench import add_bench_parser
+    from .report import add_report_parser
 
     add_bench_parser(sub)
+    add_report_parser(sub)
     return parser
 
 
@@ -61,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
     try:
-        return COMMANDS[args.command](args)
+        level = args.log_level or ("ERROR" if getattr(args, "quiet", False) else "INFO")
+        with command_logging(level):
+            return COMMANDS[args.command](args)
     except (DaskclustError, FileExistsError, FileNotFoundError) as exc:
         print(f"daskclust {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -97,7 +105,7 @@ def cmd_predict(args) -> int:
     from ..engine.cluster import connect, security_from_files
     from ..io import Location
 
-    model = load(args.model)
+    model = load(args.model).set_params(verbose=0 if args.quiet else 1)  # a bar of the spans written
     data = open_zarr_array(args.data, args.array)
     with connect(None, args.scheduler, security=security_from_files(args.tls_ca_file, args.tls_cert, args.tls_key)):
         labels = model.predict(data, output=args.output, overwrite=args.overwrite,
@@ -125,6 +133,12 @@ def cmd_bench(args) -> int:
     return run_bench(args)
 
 
+def cmd_report(args) -> int:
+    from .report import run_report
+
+    return run_report(args)
+
+
 COMMANDS = {
     "make-data": cmd_make_data,
     "fit": cmd_fit,
@@ -132,4 +146,5 @@ COMMANDS = {
     "info": cmd_info,
     "demo": cmd_demo,
     "bench": cmd_bench,
+    "report": cmd_report,
 }

@@ -237,7 +237,8 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
                                         f"this fit needs {meta}: choose another tree_store")
         engine.load_state(store.url)
         return engine.map_reduce(FrontierOp(depth))
-    built = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, depth))
+    with engine.phase("kd-trees"):
+        built = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, depth))
     if store is not None:
         check_target(store, "trees")
         with writing(store, "trees", checked=True) as target:
@@ -330,4 +331,4 @@ def run_cells(engine, start: LoopState, settings: EMSettings, search, refine: Re
         state = LoopState(0, result.params, None, list(history))
     if built is not None:
         built[0] = cells
-    return EMResult(result.params, result.n_iter, result.converged, result.inertia, history), rounds
+    return result, rounds  # its history holds every round's rows (carried in the loop state)

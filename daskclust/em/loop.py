@@ -87,11 +87,16 @@ class EMSettings:
 
 @dataclass
 class EMResult:
+    """A finished EM run: the last E-step's parameters, M-steps run, whether it converged, the
+    inertia, the history and ``sizes``, each cluster's weight of rows (the responsibility mass
+    S0 of the last E-step: rows per cluster for k-means, weighted)."""
+
     params: Params
     n_iter: int
     converged: bool
     inertia: float
     history: list[dict] = field(default_factory=list)
+    sizes: np.ndarray | None = None
 
 
 def converged(prev: float | None, current: float, tol: float) -> bool:
@@ -174,7 +179,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
             checkpointer.save(engine, LoopState(t + 1, params, prev_f, history), search.state())
     params = family.final_params(stats, params, kernel)
     warn_if_degenerate(params.means, stats)
-    return EMResult(params, max(0, t - first_m), bool(done), float(scal[QE]), history)
+    return EMResult(params, max(0, t - first_m), bool(done), float(scal[QE]), history, stats.S0.copy())
 
 
 def warn_if_degenerate(centres: np.ndarray, stats: SuffStats) -> None:

@@ -9,6 +9,7 @@ driver receives only the root's. Nothing of size N travels to the driver.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from ..data import ChunkedData
 from ..errors import ClusterError, DaskclustError
 from . import cluster
 from .cluster import WorkerWatch, scheduler_workers
+from .events import ChunkEvents, ChunkListener
 from .ops import ChunkOp
 from .shard import Shard
 
@@ -92,15 +94,22 @@ class Engine:
     state_store : str, optional
         zarr location (path or URL every worker reaches) keeping the per-row
         state between passes instead of worker memory.
+    progress : bool, default False
+        Show a bar (chunks done of all) for each long pass: every pass inside a
+        :meth:`phase` (seeding, coreset, sketch), and every pass reading streamed
+        rows. Without it the shards send no events at all.
     """
 
     def __init__(self, data: ChunkedData, client: Client, *, memory_budget: int | None = None,
-                 persist: bool | None = None, state_store: str | None = None):
+                 persist: bool | None = None, state_store: str | None = None, progress: bool = False):
         self.data = data
         self.client = client
         self._memory_budget = memory_budget
         self._persist_choice = persist
         self._state_store = state_store
+        self._progress = progress
+        self._listener: ChunkListener | None = None
+        self._phase: str | None = None
         self.shards: list[Any] = []
         self.workers: list[WorkerInfo] = []
         self._refs: list[Any] = []
@@ -134,8 +143,11 @@ class Engine:
             self.persisted = bool(self._persist_choice) or kind == "numpy"
         else:
             self.persisted = kind == "numpy" or data.nbytes <= budget
-        log.info("data %.1f MB, budget %.1f MB: %s", data.nbytes / 1e6, budget / 1e6,
-                 "persisted on the workers" if self.persisted else "streamed every pass")
+        log.info("data %.1f MB, memory budget %.1f MB: %s", data.nbytes / 1e6, budget / 1e6,
+                 "persisted on the workers" if self.persisted else
+                 "streamed from the source every pass (the data exceed the budget)")
+        if self._progress:  # subscribed before the shards exist: no event of theirs can precede it
+            self._listener = ChunkListener(client)
 
         x_refs = w_refs = None
         if kind == "dask" and self.persisted:
@@ -219,10 +231,38 @@ class Engine:
         """
         t0 = time.perf_counter()
         others = [(shard, worker.address) for shard, worker in zip(self.shards[1:], self.workers[1:])]
-        result = self._wait([lambda: self.shards[0].run_tree(op, others)])[0]
+        events = self._bar(op)
+        returned = False
+        try:
+            result = self._wait([lambda: self.shards[0].run_tree(op, others, events)])[0]
+            returned = True
+        finally:
+            if events is not None:
+                self._listener.end_pass(complete=returned)
         self.n_passes += 1
         self.pass_seconds += time.perf_counter() - t0
         return result
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Passes run inside are a long phase ``name`` (seeding, coreset, sketch): with ``progress``
+        each shows a bar, persisted data or not."""
+        before, self._phase = self._phase, name
+        try:
+            yield
+        finally:
+            self._phase = before
+
+    def _bar(self, op: ChunkOp) -> ChunkEvents | None:
+        """Open the progress bar of a pass of ``op`` if it shows one; the events its shards send."""
+        if self._listener is None:
+            return None
+        name = self._phase
+        if name is None and not self.persisted and getattr(op, "reads_rows", True):
+            name = "streamed pass"
+        if name is None:
+            return None
+        return self._listener.open(f"{name} (pass {self.n_passes + 1})", self.data.n_chunks)
 
     def bytes_read(self) -> int:
         """Bytes the workers have read from the data's sources so far (0 for pushed numpy data)."""
@@ -286,3 +326,6 @@ class Engine:
         if self._refs:
             self.client.cancel(self._refs)
         self._refs = []
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None

@@ -11,6 +11,7 @@ that its sums only depend on which chunks it holds.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from ..errors import InvalidDataError
 from ..io import ARRAY_CONFIG
 from ..kernels.validation import first_invalid_weight, first_nonfinite_row, max_abs, scale_bounds
 from .cluster import WorkerWatch
+from .events import ChunkEvents
 from .ops import Chunk, ChunkOp
 
 _NO_WEIGHTS = np.empty(0, dtype=np.float64)
@@ -180,7 +182,7 @@ class Shard:
         return self._bytes_read
 
     # ------------------------------------------------------------------ passes
-    def run_tree(self, op: ChunkOp, others: list[tuple[Any, str]]) -> Any:
+    def run_tree(self, op: ChunkOp, others: list[tuple[Any, str]], events: ChunkEvents | None = None) -> Any:
         """Run ``op`` over this shard's chunks and the subtree of shards ``others``; return the merge.
 
         ``others`` lists (shard, worker address) pairs; it is split in two halves
@@ -189,26 +191,29 @@ class Shard:
         at once and the merged result flows back up: one call from the driver per
         pass, depth log2(workers). A child whose worker leaves the cluster fails
         the pass within ``cluster.LIVENESS_POLL`` seconds, freeing this worker's actor thread.
+        With ``events`` (a pass showing progress) every chunk done is reported to the driver
+        (:mod:`daskclust.engine.events`).
         """
         halves = [others[: len(others) // 2], others[len(others) // 2:]]
-        pending = [(half[0][1], half[0][0].run_tree(op, half[1:])) for half in halves if half]
-        acc = self.run_local(op)
+        pending = [(half[0][1], half[0][0].run_tree(op, half[1:], events)) for half in halves if half]
+        acc = self.run_local(op, events.sender() if events is not None else None)
         for address, future in pending:
             acc = op.merge(acc, _wait_alive(future, address))
         return acc
 
-    def run_local(self, op: ChunkOp) -> Any:
-        """Fold every chunk of this shard into one accumulator with ``op``."""
+    def run_local(self, op: ChunkOp, chunk_done: Callable[[], None] | None = None) -> Any:
+        """Fold every chunk of this shard into one accumulator with ``op``, calling ``chunk_done``
+        after each chunk."""
         order = sorted(self._slots)
         nthreads = max(1, min(self._nthreads, len(order)))
         groups = [order[t::nthreads] for t in range(nthreads)]
         if nthreads == 1:
-            accs = [self._run_group(op, groups[0])]
+            accs = [self._run_group(op, groups[0], chunk_done)]
         else:
-            accs = list(self._pool.map(lambda g: self._run_group(op, g), groups))
+            accs = list(self._pool.map(lambda g: self._run_group(op, g, chunk_done), groups))
         return tree_merge(op, accs)
 
-    def _run_group(self, op: ChunkOp, indices: list[int]) -> Any:
+    def _run_group(self, op: ChunkOp, indices: list[int], chunk_done: Callable[[], None] | None) -> Any:
         acc = op.new_acc()
         slots = [self._slots[i] for i in indices]
         reads = getattr(op, "reads_rows", True)
@@ -225,6 +230,8 @@ class Shard:
             self._state_in(slot)
             op.run(Chunk(slot.index, slot.start, X, w, slot.state, slot.perm, slot.stop - slot.start), acc)
             self._state_out(slot)
+            if chunk_done is not None:
+                chunk_done()
         return acc
 
     # ------------------------------------------------------------------ state on disk

@@ -269,7 +269,8 @@ def prepare_kernels(client=None, dtype="float64", *, helper: bool = True,
     ``client``: a client of an in-process cluster (the embedded one), which then has the
     kernels loaded; None starts a private in-process cluster (before an embedded cluster's
     worker processes start, so that they only load). ``helper=False``: no helper process,
-    everything is compiled here. ``announce`` gets one line when compiling starts.
+    everything is compiled here. ``announce`` gets one line when compiling starts (logged at INFO
+    without it; a fit's ``announce`` logs it too).
     """
     name = np.dtype(dtype).name
     with _lock:
@@ -305,9 +306,7 @@ def _prepare(client, dtype: str, helper: bool, announce) -> KernelReport:
             proc = start_helper(dtype, claims) if claims is not None else None
             message = (f"compiling the numba kernels for {dtype} data into numba's cache (first fit on this "
                        f"machine), {'on 2 cores' if proc is not None else 'on 1 core'}")
-            log.info(message)
-            if announce is not None:
-                announce(message)
+            (announce if announce is not None else log.info)(message)
             ran = []
             try:
                 for unit in UNITS:

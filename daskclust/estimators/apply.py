@@ -27,6 +27,7 @@ import xarray as xr
 import zarr
 
 from ..data import ChunkedData, as_chunked_data
+from ..display import optional_bar
 from ..engine.cluster import active_client, scheduler_workers
 from ..errors import ClusterError, InvalidDataError
 from ..io import ARRAY_CONFIG, Location, check_target, check_workers_see, source_location, writing
@@ -52,14 +53,16 @@ def check_block(X: np.ndarray, start: int = 0) -> np.ndarray:
 
 def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray], *, owner: str, width: int | None,
                dtype, output: str | os.PathLike | None = None, storage_options: dict | None = None,
-               kind: str = "labels", overwrite: bool = False, inputs: Iterable[Location | None] = ()):
+               kind: str = "labels", overwrite: bool = False, inputs: Iterable[Location | None] = (),
+               verbose: int = 0):
     """Apply ``block_fn`` (rows (n, D) -> (n,) or (n, width)) to every row of ``X``, which must
     have the ``n_features`` the model ``owner`` (its class name, for messages) was fitted on.
 
     Without ``output`` the result follows ``X`` (see the module's docstring); a per-row
     result (``width=None``) of a DataArray is a DataArray named ``kind``. With ``output``,
     the result is a daskclust store of kind ``kind`` at that path; it must not overlap
-    ``X`` or ``inputs`` and replaces an existing store of the same kind only with ``overwrite``.
+    ``X`` or ``inputs`` and replaces an existing store of the same kind only with ``overwrite``;
+    ``verbose`` shows a progress bar of the spans written.
     """
     location = source = None
     if output is not None:
@@ -70,7 +73,7 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
         raise InvalidDataError(f"X has {data.n_features} features, but {owner} is expecting {n_features} features "
                                "as input")
     if location is not None:
-        return write_rows(data, block_fn, width, dtype, location, kind, source=source)
+        return write_rows(data, block_fn, width, dtype, location, kind, source=source, progress=bool(verbose))
     out = _apply_lazy(data, block_fn, width, dtype) if data.lazy else _apply_numpy(data, block_fn, width, dtype)
     if data.input_kind == "xarray" and width is None:
         return along_samples(X, out, kind)
@@ -114,7 +117,7 @@ def _apply_lazy(data: ChunkedData, block_fn, width, dtype) -> da.Array:
 
 
 def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, kind: str,
-               source: Location | None = None) -> zarr.Array:
+               source: Location | None = None, progress: bool = False) -> zarr.Array:
     """Apply ``block_fn`` to every span of rows and write the result to a ``kind`` store at ``location``.
 
     The output is chunked in spans of the data's largest chunk, each written
@@ -123,13 +126,15 @@ def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, ki
     tasks have ended, and the temporary store is removed: no partial output.
     On a Dask cluster the workers write (after checking they see the
     temporary store, and the data, as the driver does); otherwise local threads.
+    ``progress`` shows a bar of the spans written (stderr).
     """
     rows = int(max(np.diff(data.bounds)))
     n = data.n_samples
     spans = [(start, min(start + rows, n)) for start in range(0, n, rows)]
     shape = (n,) if width is None else (n, width)
     client = active_client() if data.source.kind != "numpy" else None
-    with writing(location, kind, checked=True) as target:
+    with writing(location, kind, checked=True) as target, \
+            optional_bar(progress, f"writing {kind}", len(spans), unit="span", leave=True) as shown:
         store = zarr.create_array(target.url, shape=shape, chunks=(rows,) + shape[1:], dtype=dtype,
                                   overwrite=True, config=ARRAY_CONFIG, attributes={"daskclust_write": uuid.uuid4().hex},
                                   **target.zarr_kwargs)
@@ -137,9 +142,9 @@ def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, ki
         if client is not None:
             seen = [target] + ([source] if source is not None and data.source.kind == "zarr" else [])
             check_workers_see(client, seen)
-            status = _run_on_cluster(client, task, spans)
+            status = _run_on_cluster(client, task, spans, shown)
         else:
-            status = _run_on_threads(task, spans)
+            status = _run_on_threads(task, spans, shown)
         bad_rows = [row for row in status if row >= 0]
         if bad_rows:
             raise InvalidDataError(f"X contains NaN or inf in row {min(bad_rows)}; cannot assign it to a cluster")
@@ -156,9 +161,19 @@ def _write_span(source, store: zarr.Array, block_fn, start: int, stop: int) -> i
     return -1
 
 
-def _run_on_threads(task, spans) -> list[int]:
+def _counted(results: Iterable[int], bar) -> list[int]:
+    """The results, advancing ``bar`` (if any) as each comes."""
+    out = []
+    for result in results:
+        out.append(result)
+        if bar is not None:
+            bar.update(1)
+    return out
+
+
+def _run_on_threads(task, spans, bar=None) -> list[int]:
     """Run the spans on local threads; on failure or interrupt no span starts writing any more,
-    and the ones writing are waited for."""
+    and the ones writing are waited for. ``bar`` counts the spans done."""
     stop = threading.Event()
 
     def guarded(span):
@@ -166,7 +181,7 @@ def _run_on_threads(task, spans) -> list[int]:
 
     pool = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="daskclust-write")
     try:
-        return list(pool.map(guarded, spans))
+        return _counted(pool.map(guarded, spans), bar)
     except BaseException:
         stop.set()
         raise
@@ -174,13 +189,14 @@ def _run_on_threads(task, spans) -> list[int]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _run_on_cluster(client, task, spans) -> list[int]:
+def _run_on_cluster(client, task, spans, bar=None) -> list[int]:
     """Run the spans as Dask tasks; on failure or interrupt cancel them and wait until none is
-    still executing on a worker (bounded by CANCEL_TIMEOUT), so nothing writes after cleanup."""
+    still executing on a worker (bounded by CANCEL_TIMEOUT), so nothing writes after cleanup.
+    ``bar`` counts the spans done (in order)."""
     prefix = f"daskclust-write-{uuid.uuid4().hex[:12]}"
     futures = client.map(task, *zip(*spans), key=[f"{prefix}-{i}" for i in range(len(spans))], pure=False)
     try:
-        return [_result(client, future) for future in futures]
+        return _counted((_result(client, future) for future in futures), bar)
     except BaseException:
         keys = {future.key for future in futures}
         client.cancel(futures)

@@ -401,13 +401,15 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                 if resumed is None and plan.state_store is not None:
                     reset_state_store(plan.state_store)
                 state_url = plan.state_store.url if plan.state_store is not None else None
-                with Engine(data, client, memory_budget=self.memory_budget, state_store=state_url) as engine:
+                with Engine(data, client, memory_budget=self.memory_budget, state_store=state_url,
+                            progress=bool(self.verbose)) as engine:
                     progress.say(
                         f"{type(self).__name__}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
                         f"{len(engine.shards)} worker(s), {'persisted' if engine.persisted else 'streamed'}"
                     )
                     if resumed is None:
-                        seeding, params = self._seed(engine, init, plan.settings.seed)
+                        with engine.phase("seeding"):
+                            seeding, params = self._seed(engine, init, plan.settings.seed)
                         progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                         plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
                                                 "method": seeding.method}
@@ -434,6 +436,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self.converged_ = result.converged
         self.inertia_ = result.inertia
         self.history_ = result.history
+        self.cluster_sizes_ = result.sizes
         self.n_features_in_ = n_features
         self.seed_ = seed_value
         self.seeding_time_ = seeding["seconds"]
@@ -485,7 +488,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         index = NearestIndex.probed(self.centres_)
         return apply_rows(X, self.n_features_in_, lambda block: index.nearest(block)[0], owner=type(self).__name__, width=None, dtype=np.int32,
                           output=output, storage_options=storage_options, kind="labels", overwrite=overwrite,
-                          inputs=[Location.parse(p) for p in inputs])
+                          inputs=[Location.parse(p) for p in inputs], verbose=self.verbose)
 
     def fit_predict(self, X, y=None, sample_weight=None, *, client=None):
         """Fit on ``X`` and return ``labels_``, the nearest centre of each row of ``X``
@@ -505,6 +508,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self._check_fitted()
         params = self._model()
         arrays = {"centres": params.means, "weights": params.weights, "covariances": params.covariances}
+        if self.cluster_sizes_ is not None:  # None: loaded from a model saved before they were stored
+            arrays["cluster_sizes"] = self.cluster_sizes_
         scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
         arrays.update(self._stored_arrays())
         scalars.update(self._stored_scalars())
@@ -588,5 +593,18 @@ def restore(cls: type[TruncatedEMEstimator], stored, where: str) -> TruncatedEME
     estimator.coreset_ = coreset if complete else None  # informative only: incomplete figures are dropped
     estimator.history_ = list(stored.history)
     estimator.training_data_ = stored.data
+    estimator.cluster_sizes_ = _cluster_sizes(arrays, C, where)
     estimator._restore_stored(arrays, scalars, where)
     return estimator
+
+
+def _cluster_sizes(arrays: dict, n_clusters: int, where: str) -> np.ndarray | None:
+    """The stored ``cluster_sizes`` (C finite non-negative numbers), or None for a model saved before
+    they were stored; :class:`ModelStoreError` when present but not such an array."""
+    if "cluster_sizes" not in arrays:
+        return None
+    sizes = np.asarray(arrays["cluster_sizes"])
+    if sizes.shape != (n_clusters,) or sizes.dtype.kind != "f" or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
+        raise ModelStoreError(f"{where} is a damaged model: its cluster_sizes are not {n_clusters} finite "
+                              "non-negative numbers")
+    return sizes

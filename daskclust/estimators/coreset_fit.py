@@ -49,7 +49,7 @@ def fit_with_coreset(estimator, client, data, init, plan, progress) -> CoresetFi
     :class:`~daskclust.data.ChunkedData`), in the fit's cluster connection."""
     m = estimator.coreset
     builder = estimator._coreset_builder(plan.settings.seed)
-    with Engine(data, client, memory_budget=estimator.memory_budget) as engine:
+    with Engine(data, client, memory_budget=estimator.memory_budget, progress=bool(estimator.verbose)) as engine:
         rows, weights = builder.transform_engine(engine)
         estimator.bytes_read_ += engine.bytes_read()
     coreset = {"size": m, "seconds": builder.seconds_, "n_distances": builder.n_distances_,

@@ -107,6 +107,9 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     labels_, n_iter_, converged_, history_, seeding_time_, seeding_distances_, fit_time_, seed_, coreset_,
     bytes_read_, training_data_
         As in :class:`daskclust.KMeans` (``labels_``: the most responsible component of each training row).
+    cluster_sizes_ : ndarray of shape (C,) or None
+        Responsibility mass of each component in the last E-step, sum_n w_n q_n(c) (the weighted
+        rows it explains); None for a model saved before it was stored.
     """
 
     _constraints = {
@@ -308,7 +311,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite, inputs=()):
         return apply_rows(X, self.n_features_in_, fn, owner=type(self).__name__, width=width, dtype=dtype,
                           output=output, storage_options=storage_options, kind=kind, overwrite=overwrite,
-                          inputs=[Location.parse(p) for p in inputs])
+                          inputs=[Location.parse(p) for p in inputs], verbose=self.verbose)
 
 
 def covariances_from_precisions(precisions, family: Family, n_components: int, n_features: int) -> np.ndarray:

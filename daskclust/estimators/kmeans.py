@@ -104,7 +104,11 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         the state store, ``verbose`` and ``callback``, a runtime setting: never
         saved with a model or checkpoint.
     verbose : int or bool, default=0
-        Print progress (1 or True) per iteration.
+        1 or True: show progress, a bar per long pass (seeding, coreset, every pass over
+        streamed data; stderr) and a line per iteration (stdout), and print the fit's
+        messages when logging does not show them (they are logged to the ``daskclust``
+        logger at INFO in any case); ``predict`` / ``transform`` writing to zarr show a bar.
+        0: nothing is printed.
     callback : callable or None, default=None
         Called with each history row (a dict) after every iteration.
 
@@ -126,6 +130,9 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     converged_ : bool
     history_ : list of dict
         One row per iteration, see :data:`daskclust.em.loop.HISTORY_FIELDS`.
+    cluster_sizes_ : ndarray of shape (C,) or None
+        Rows (weighted) assigned to each cluster by the last E-step (with ``coreset``, on
+        the full data); saved with the model (None for a model saved before it was).
     seeding_time_, fit_time_ : float
         Seconds spent seeding and in the whole fit (with ``coreset``: the seeding on the
         coreset plus the pass assigning the full data to its centres, and the fit includes
@@ -195,7 +202,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
 
         return apply_rows(X, self.n_features_in_, distances, owner=type(self).__name__, width=len(centres),
                           dtype=np.float64, output=output, storage_options=storage_options, kind="distances",
-                          overwrite=overwrite)
+                          overwrite=overwrite, verbose=self.verbose)
 
     def fit_transform(self, X, y=None, sample_weight=None, *, client=None):
         """Fit on ``X`` and return its distances to the centres (``fit(X).transform(X)``)."""

@@ -1,19 +1,31 @@
-"""Progress reporting: one line per iteration when ``verbose``, and the ``callback`` hook."""
+"""Progress of a fit: its messages (logged), a line per iteration when ``verbose``, the ``callback`` hook.
+
+The bars of long passes are the engine's (:mod:`daskclust.engine.events`), shown when the
+estimator's ``verbose`` is set.
+"""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable
 
+from tqdm import tqdm
+
+log = logging.getLogger("daskclust")
+
 
 class Progress:
-    """Prints fit progress (``verbose >= 1``) and passes each history row to ``callback``.
+    """Reports a fit's progress and passes each history row to ``callback``.
 
-    A line shows iteration, free energy, quantization error, distance
-    evaluations per second, data throughput, elapsed time and an upper bound
-    of the remaining time (``max_iter`` iterations at the recent pace; the fit
-    usually converges sooner).
+    Messages (seeding time, cluster start, restarts, the summary) go to the ``daskclust`` logger
+    at INFO; a verbose fit (``verbose >= 1``) also prints them when logging would not show them
+    and nobody configured that logger (the command line gives it a handler and a level).
+    A verbose fit prints one line per iteration: iteration, free energy, quantization error,
+    distance evaluations per second, data throughput, elapsed time and an upper bound of the
+    remaining time (``max_iter`` iterations at the recent pace; the fit usually converges sooner).
+    Nothing is printed when ``verbose`` is 0.
     """
 
     def __init__(self, verbose: int, callback: Callable[[dict], object] | None, nbytes: int,
@@ -32,10 +44,18 @@ class Progress:
         self.nbytes, self.max_rows, self.iter_seconds = nbytes, max_rows, []
 
     def say(self, message: str) -> None:
-        if self.verbose:
-            print(message, file=self.stream, flush=True)
+        """Log ``message`` (INFO); print it too if the fit is verbose, logging does not show INFO and
+        the ``daskclust`` logger has no handler of its own."""
+        log.info(message)
+        if self.verbose and not log.isEnabledFor(logging.INFO) and not log.handlers:
+            self._print(message)
+
+    def _print(self, line: str) -> None:
+        tqdm.write(line, file=self.stream)  # above a progress bar being drawn, if any
+        self.stream.flush()
 
     def row(self, row: dict) -> None:
+        """One iteration done: ``callback`` gets the row, a verbose fit prints its line."""
         if self.callback is not None:
             self.callback(dict(row))
         if not self.verbose:
@@ -44,7 +64,7 @@ class Progress:
         self.iter_seconds.append(seconds)
         left = max(0, self.max_rows - row["iteration"] - 1)
         recent = self.iter_seconds[-5:]
-        self.say(
+        self._print(
             f"iter {row['iteration']:4d}  F {row['free_energy']: .6e}  QE {row['quantization_error']:.6e}  "
             f"{row['n_distances'] / seconds:9.3e} dist/s  {self.nbytes / seconds / 1e6:8.1f} MB/s  "
             f"elapsed {time.perf_counter() - self.t0:7.2f} s  remaining <= {left * sum(recent) / len(recent):7.1f} s"

@@ -103,7 +103,8 @@ class SketchedGaussianMixture(GaussianMixture):
                 raise InvalidParameterError(f"n_kept as a fraction of the features must be in (0, 1], got {q}")
             q = max(1, math.ceil(q * n_features))
         seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
-        sketch = Sketch(int(q), n_shared=int(self.n_shared), precondition=self.precondition, random_state=int(seed))
+        sketch = Sketch(int(q), n_shared=int(self.n_shared), precondition=self.precondition, random_state=int(seed),
+                        verbose=self.verbose)
         sketch.check(n_features)
         return sketch
 

@@ -151,6 +151,8 @@ class LightweightCoreset:
         the number of rows).
     random_state : int, default=0
         Seed of the draws (keyed by chunk: the result does not depend on the workers).
+    verbose : int or bool, default=0
+        Show a progress bar per pass of ``fit_transform`` (stderr); nothing otherwise.
 
     Attributes
     ----------
@@ -161,10 +163,11 @@ class LightweightCoreset:
         Wall-clock seconds of the three passes.
     """
 
-    def __init__(self, size: int, *, random_state: int = 0, geometry: RowGeometry | None = None):
+    def __init__(self, size: int, *, random_state: int = 0, geometry: RowGeometry | None = None, verbose: int = 0):
         self.size = size
         self.random_state = random_state
         self.geometry = geometry
+        self.verbose = verbose
 
     def check_size(self) -> None:
         """Refuse a size that is not a positive integer (before any work)."""
@@ -176,27 +179,29 @@ class LightweightCoreset:
         (m, D) float64 in their source order and their weights of shape (m,)."""
         self.check_size()
         data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, min_samples=1)
-        with connect(client, None) as cl, Engine(data, cl) as engine:
+        with connect(client, None) as cl, Engine(data, cl, progress=bool(self.verbose)) as engine:
             return self.transform_engine(engine)
 
     def transform_engine(self, engine: Engine):
         """The three passes on an open :class:`~daskclust.engine.engine.Engine` over the data
-        (what ``fit_transform`` runs, for callers that already hold one)."""
+        (what ``fit_transform`` runs, for callers that already hold one; its passes are the
+        engine's ``"coreset"`` phase)."""
         self.check_size()
         t0 = time.perf_counter()
         data = engine.data
         geometry = self.geometry or RowGeometry(data.n_features)
-        moments = engine.map_reduce(MomentsOp(geometry, data.n_chunks)).sum(axis=0)
-        W = float(moments[0])
-        if W <= 0:
-            raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
-        mean = geometry.mean(moments[1:], W)
-        masses = engine.map_reduce(MassOp(mean, data.n_chunks, geometry))
-        S = float(masses[:, 1].sum())
-        chunk_mass = masses[:, 0] / (2 * W) + (masses[:, 1] / (2 * S) if S > 0 else masses[:, 0] / (2 * W))
-        rng = np.random.default_rng(stream_key(self.random_state, STREAM_CORESET_SPLIT))
-        counts = rng.multinomial(self.size, chunk_mass / chunk_mass.sum())
-        drawn = engine.map_reduce(DrawOp(mean, W, S, counts, self.size, self.random_state, geometry))
+        with engine.phase("coreset"):
+            moments = engine.map_reduce(MomentsOp(geometry, data.n_chunks)).sum(axis=0)
+            W = float(moments[0])
+            if W <= 0:
+                raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
+            mean = geometry.mean(moments[1:], W)
+            masses = engine.map_reduce(MassOp(mean, data.n_chunks, geometry))
+            S = float(masses[:, 1].sum())
+            chunk_mass = masses[:, 0] / (2 * W) + (masses[:, 1] / (2 * S) if S > 0 else masses[:, 0] / (2 * W))
+            rng = np.random.default_rng(stream_key(self.random_state, STREAM_CORESET_SPLIT))
+            counts = rng.multinomial(self.size, chunk_mass / chunk_mass.sum())
+            drawn = engine.map_reduce(DrawOp(mean, W, S, counts, self.size, self.random_state, geometry))
         # pass 3 evaluates q, hence d(x), on every row of the chunks that draw (DrawOp.run)
         self.n_distances_ = int(masses[:, 2].sum()) + int(np.diff(data.bounds)[counts > 0].sum())
         self.seconds_ = time.perf_counter() - t0

@@ -301,17 +301,21 @@ class Sketch:
         row's energy and any Q entries represent it; "none": the raw features are subsampled.
     random_state : int, default=0
         Seed of the signs, the shared features and every row's draws.
+    verbose : int or bool, default=0
+        Show a progress bar of the pass (chunks sketched, stderr); nothing otherwise.
 
     Notes
     -----
     :meth:`fit_transform` reads every row once. Cost O(N P log P) time, O(N Q) storage.
     """
 
-    def __init__(self, n_kept: int, *, n_shared: int = 0, precondition: str = "dct", random_state: int = 0):
+    def __init__(self, n_kept: int, *, n_shared: int = 0, precondition: str = "dct", random_state: int = 0,
+                 verbose: int = 0):
         self.n_kept = n_kept
         self.n_shared = n_shared
         self.precondition = precondition
         self.random_state = random_state
+        self.verbose = verbose
 
     def check(self, n_features: int) -> None:
         """Refuse parameters that do not fit ``n_features`` (P) before any work."""
@@ -344,7 +348,7 @@ class Sketch:
         transform = SketchTransform.draw(data.n_features, int(self.n_kept), int(self.n_shared), self.precondition,
                                          int(self.random_state))
         if output is None:
-            with connect(client, None) as cl, Engine(data, cl, persist=data.source.kind == "numpy") as engine:
+            with connect(client, None) as cl, self._engine(data, cl) as engine, engine.phase("sketch"):
                 acc = engine.map_reduce(SketchOp(transform, None))
             weights = acc["w"] if data.weights is not None else None
             return SketchedData(acc["values"].astype(data.dtype), acc["indices"], weights, transform)
@@ -354,9 +358,13 @@ class Sketch:
         check_target(location, "sketch", overwrite=overwrite, inputs=inputs)
         with connect(client, None) as cl, writing(location, "sketch", checked=True) as target:
             create_store(target, transform, data)
-            with Engine(data, cl, persist=data.source.kind == "numpy") as engine:
+            with self._engine(data, cl) as engine, engine.phase("sketch"):
                 engine.map_reduce(SketchOp(transform, target))
         return SketchedData.open(location.url, storage_options)
+
+    def _engine(self, data: ChunkedData, client) -> Engine:
+        """The engine of the pass: numpy rows pushed to the workers, others read once where they are."""
+        return Engine(data, client, persist=data.source.kind == "numpy", progress=bool(self.verbose))
 
 
 def regular_chunks(data: ChunkedData, X, sample_weight, storage_options) -> ChunkedData:
