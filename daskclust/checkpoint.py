@@ -83,6 +83,11 @@ class Checkpointer:
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
             raise CheckpointError(f"checkpoint_every must be a positive integer, got {every!r}")
         self.location = Location.parse(path)
+        if self.location.is_url:
+            raise CheckpointError(
+                f"checkpoint {self.location.url!r} is a URL: checkpoints go to a directory on a file system every "
+                "worker mounts at the same path (e.g. NFS); the data may stay at a URL. Checkpoints at fsspec URLs "
+                "are not supported (their atomic renames, listing and pruning are file-system operations)")
         self.path = self.location.url
         self.every = int(every)
         self.meta = meta

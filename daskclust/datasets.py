@@ -233,12 +233,8 @@ def make_blobs(
         per chunk of ``X``, but at most N.
     dtype : str or numpy.dtype, default "float32"
         float32 or float64, the dtype of ``X``.
-    overwrite : bool, default False
-        Replace a data set daskclust made at ``path``; anything else at
-        ``path`` is never replaced (:class:`~daskclust.errors.OutputRefusedError`,
-        a :class:`FileExistsError`).
-    storage_options : dict, optional
-        fsspec options, for URLs only.
+    overwrite, storage_options
+        As in :func:`make_birch`: only a data set daskclust made is replaced.
     compression : {"zstd", None}, default "zstd"
         Compression of ``X`` (zstd level 3, or none: random floats hardly
         compress, and reading them back uncompressed costs no CPU).

@@ -92,6 +92,19 @@ def test_family_constants_take_r_at_the_models_d_and_lines_over_c():
     assert f.driver_seconds(1000) == pytest.approx(1e-3 + 3e-4)
 
 
+def array_bytes(value) -> int:
+    """Bytes of every numpy array reachable through ``value``'s attributes, lists, tuples and dicts."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, dict):
+        return sum(array_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(array_bytes(v) for v in value)
+    if hasattr(value, "__dict__"):
+        return array_bytes(vars(value))
+    return 0
+
+
 def test_the_local_tree_replays_the_engines_pass_and_its_bytes(client):
     """The bytes up the tree the suite reports are the pickled size of the accumulator the
     engine's driver receives: the same pass on 2 one-thread workers and in a LocalTree of 2."""
@@ -114,5 +127,10 @@ def test_the_local_tree_replays_the_engines_pass_and_its_bytes(client):
         assert record["bytes_root"] == len(pickle.dumps(engine_acc, protocol=5))
         assert np.allclose(engine_acc.stats.S0, local_acc.stats.S0)
         assert np.array_equal(engine_acc.search.pairs.keys, local_acc.search.pairs.keys)
-    assert tree.messages[0] == [local_records[-1]["bytes_root"]] == [engine_records[-1]["bytes_root"]]
+    assert tree.messages[0] == [local_records[-1]["bytes_root"]]
+    # The arrays the engine's root sends are the replay's, byte for byte; the pickles may differ by a
+    # few dozen bytes: arrays made by freshly compiled numba kernels (no cache yet) carry equal but
+    # distinct dtype objects, which pickle spells out each, while arrays received from a worker share one.
+    assert array_bytes(engine_accs[-1]) == array_bytes(local_accs[-1]) > 1000
+    assert local_records[-1]["bytes_root"] == pytest.approx(engine_records[-1]["bytes_root"], rel=0.02)
     assert len(tree.messages[1]) == 1 and len(tree.merge_seconds) == 1  # one child, one merge

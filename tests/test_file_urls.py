@@ -4,6 +4,7 @@ written into directories that do not exist yet, as on an object store, which has
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import daskclust
 from daskclust.datasets import make_blobs
@@ -19,3 +20,15 @@ def test_data_labels_and_model_at_file_urls_in_new_directories(client, tmp_path)
     again = daskclust.load(f"{base}/models/kmeans.zarr")
     np.testing.assert_array_equal(again.cluster_centers_, model.cluster_centers_)
     assert sorted(p.name for p in (tmp_path / "bucket").iterdir()) == ["data", "models", "out"]
+
+
+def test_a_checkpoint_at_a_url_is_refused_before_any_work(client, tmp_path, monkeypatch):
+    from daskclust.errors import CheckpointError
+    from daskclust.estimators import base
+
+    base_url = f"file://{tmp_path}/bucket"
+    make_blobs(f"{base_url}/blobs.zarr", 500, 2, 3, seed=1)
+    monkeypatch.setattr(base, "connect", lambda *a, **k: pytest.fail("no cluster work may start"))
+    with pytest.raises(CheckpointError, match="is a URL: checkpoints go to a directory"):
+        daskclust.KMeans(3, random_state=0).fit(f"{base_url}/blobs.zarr", checkpoint=f"{base_url}/run")
+    assert sorted(p.name for p in (tmp_path / "bucket").iterdir()) == ["blobs.zarr"]
