@@ -508,8 +508,9 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self._check_fitted()
         params = self._model()
         arrays = {"centres": params.means, "weights": params.weights, "covariances": params.covariances}
-        if self.cluster_sizes_ is not None:  # None: loaded from a model saved before they were stored
-            arrays["cluster_sizes"] = self.cluster_sizes_
+        sizes = getattr(self, "cluster_sizes_", None)  # None: loaded from a model saved before they were stored
+        if sizes is not None:
+            arrays["cluster_sizes"] = sizes
         scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
         arrays.update(self._stored_arrays())
         scalars.update(self._stored_scalars())
