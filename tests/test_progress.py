@@ -99,7 +99,8 @@ def test_the_cli_shows_bars_for_a_streamed_fit_and_a_predict_to_zarr(fresh, stor
     err = capsys.readouterr().err
     assert any(name.startswith("seeding") for name in bars(err))
     assert any(name.startswith("streamed pass") for name in bars(err))
-    assert "daskclust: data 0.0 MB, memory budget 0.0 MB: streamed from the source every pass" in err  # logged
+    assert ("daskclust: KMeans: 600 x 3 in 6 chunks on 2 worker(s), streamed from the source every pass "
+            "(data 0.0 MB exceed the memory budget of 0.0 MB)") in err  # logged
     assert "daskclust: seeding (k-means||)" in err
     assert main(["predict", model, store, "--output", labels, "--scheduler", address]) == 0
     assert re.search(r"writing labels: 100%.* (\d+)/\1 \[", capsys.readouterr().err)  # left complete
@@ -128,7 +129,7 @@ def test_library_messages_go_through_logging_at_info(fresh, store, tmp_path, cap
     with caplog.at_level(logging.INFO, logger="daskclust"):
         streamed().fit(store, client=fresh, checkpoint=tmp_path / "run", checkpoint_every=1)
     messages = [r.getMessage() for r in caplog.records if r.name == "daskclust" and r.levelno == logging.INFO]
-    assert any("streamed from the source every pass (the data exceed the budget)" in m for m in messages)
+    assert any("streamed from the source every pass (data 0.0 MB exceed the memory budget" in m for m in messages)
     assert any(m.startswith("seeding (k-means||): ") for m in messages)
     assert any(m.startswith("checkpoint of iteration 1 written: ") for m in messages)
     assert any(m.startswith("done: ") for m in messages)

@@ -114,8 +114,19 @@ class Engine:
         self.workers: list[WorkerInfo] = []
         self._refs: list[Any] = []
         self.persisted = False
+        self.memory_budget = 0  # bytes, known once started
         self.n_passes = 0
         self.pass_seconds = 0.0
+
+    def residence(self) -> str:
+        """Where the rows are, and why, for the fit's messages: persisted on the workers, or streamed
+        from the source every pass (the data exceed the memory budget, or ``persist=False``)."""
+        size, budget = self.data.nbytes / 1e6, self.memory_budget / 1e6
+        if self.persisted:
+            return f"persisted on the workers (data {size:.1f} MB, memory budget {budget:.1f} MB)"
+        if self.data.nbytes > self.memory_budget:
+            return f"streamed from the source every pass (data {size:.1f} MB exceed the memory budget of {budget:.1f} MB)"
+        return f"streamed from the source every pass, as asked (data {size:.1f} MB, memory budget {budget:.1f} MB)"
 
     # ---------------------------------------------------------------- set-up
     def __enter__(self) -> Engine:
@@ -143,9 +154,8 @@ class Engine:
             self.persisted = bool(self._persist_choice) or kind == "numpy"
         else:
             self.persisted = kind == "numpy" or data.nbytes <= budget
-        log.info("data %.1f MB, memory budget %.1f MB: %s", data.nbytes / 1e6, budget / 1e6,
-                 "persisted on the workers" if self.persisted else
-                 "streamed from the source every pass (the data exceed the budget)")
+        self.memory_budget = budget
+        log.debug("%s", self.residence())
         if self._progress:  # subscribed before the shards exist: no event of theirs can precede it
             self._listener = ChunkListener(client)
 

@@ -405,7 +405,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                             progress=bool(self.verbose)) as engine:
                     progress.say(
                         f"{type(self).__name__}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
-                        f"{len(engine.shards)} worker(s), {'persisted' if engine.persisted else 'streamed'}"
+                        f"{len(engine.shards)} worker(s), {engine.residence()}"
                     )
                     if resumed is None:
                         with engine.phase("seeding"):
