@@ -4,7 +4,8 @@ inbound bytes per pass as the number of workers grows.
 On tiny data the time of an iteration is Dask's: sending the operation to
 each worker's shard, running it, merging the accumulators worker-to-worker,
 fetching the root. Target (issue 2): under 20 ms per iteration with 64 chunks
-on 2 workers. The full KMeans iteration on N = 10,000 is shown beside it.
+on 2 workers. The full KMeans iteration on N = 10,000 is shown beside it, and the same
+empty pass as plain Dask tasks (one per chunk, one per worker): why the engine uses actors.
 
 Then the partial E-steps whose pair statistics are reduced in the worker tree
 (issue 9): at C = 4096, with 2, 8 and 32 worker processes of one thread, the
@@ -64,6 +65,42 @@ def time_passes(engine: Engine, make_op, repeats: int) -> float:
     return float(np.median(times))
 
 
+def _count_rows(*chunks) -> int:
+    return sum(len(chunk) for chunk in chunks)
+
+
+def task_pass_times(client, X: np.ndarray, n_chunks: int, repeats: int) -> tuple[float, float]:
+    """Median seconds of the same empty pass as :class:`NoOp` without the engine's actors, as plain
+    Dask tasks on chunks scattered to the workers (contiguous, as the engine places them): one task
+    per chunk (``client.map``), then one task per worker taking all its chunks; results gathered
+    by the driver. The alternatives the actor design was chosen against."""
+    workers = list(scheduler_workers(client))
+    groups = np.array_split(np.arange(n_chunks), len(workers))
+    chunks = np.array_split(X, n_chunks)
+    placed = [client.scatter([chunks[i] for i in group], workers=[worker]) for worker, group in zip(workers, groups)]
+    per_chunk = [future for futures in placed for future in futures]
+
+    def by_chunk():
+        return sum(client.gather(client.map(_count_rows, per_chunk, pure=False)))
+
+    def by_worker():
+        return sum(client.gather([client.submit(_count_rows, *futures, workers=[worker], pure=False)
+                                  for worker, futures in zip(workers, placed)]))
+
+    medians = []
+    for one_pass in (by_chunk, by_worker):
+        for _ in range(2):
+            assert one_pass() == len(X)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            one_pass()
+            times.append(time.perf_counter() - t0)
+        medians.append(float(np.median(times)))
+    client.cancel(per_chunk)
+    return medians[0], medians[1]
+
+
 def pair_reduction_rows(n_workers: int, repeats: int = 20) -> list[list]:
     """Time and driver bytes per pass of the estimated (KMeans) and sampled (GMM, C' = 3) E-steps,
     and the empty pass beside them, on a fresh LocalCluster of ``n_workers`` processes with one
@@ -118,10 +155,26 @@ def run(client) -> Table:
             estep = time_passes(engine, lambda s=search: EStepOp(kmeans, kernel, 1, True, s.payload()), 200)
         table.rows.append(["empty (N = 10,000, D = 2)", f"{n_workers} x 1", data.n_chunks, 1e3 * empty, "-", 20])
         table.rows.append(["KMeans E-step, C = 16", f"{n_workers} x 1", data.n_chunks, 1e3 * estep, "-", 20])
+    with Engine(data, client, progress=True) as engine, engine.phase("bench"):
+        barred = time_passes(engine, NoOp, 200)
+    table.rows.append(["empty, with a progress bar (N = 10,000, D = 2)", f"{n_workers} x 1", data.n_chunks,
+                       1e3 * barred, "-", "-"])
+    by_chunk, by_worker = task_pass_times(client, X, data.n_chunks, 200)
+    table.rows.append(["empty, a Dask task per chunk, no actors", f"{n_workers} x 1", data.n_chunks,
+                       1e3 * by_chunk, "-", "-"])
+    table.rows.append(["empty, a Dask task per worker, no actors", f"{n_workers} x 1", data.n_chunks,
+                       1e3 * by_worker, "-", "-"])
     reduction = [row for workers in REDUCTION_WORKERS for row in pair_reduction_rows(workers)]
     table.rows.extend(reduction)
     table.notes.append("median of 200 passes (20 for the C = 4096 rows); one Dask actor per worker, tree merge "
                        "worker-to-worker")
+    table.notes.append(f"without actors (engine/shard.py): the same empty pass as tasks on chunks scattered to the "
+                       f"workers, gathered by the driver: {1e3 * by_chunk:.1f} ms with a task per chunk, "
+                       f"{1e3 * by_worker:.1f} ms with a task per worker, against {1e3 * empty:.1f} ms for the "
+                       f"engine's call down and up its tree of actors")
+    table.notes.append(f"progress bar: each shard logs an event per chunk done, which the scheduler forwards to the "
+                       f"driver's bar (engine/events.py); {1e3 * barred:.1f} ms a pass with the bar against "
+                       f"{1e3 * empty:.1f} ms without (no event sent)")
     table.notes.append(f"C = {REDUCTION_CLUSTERS} rows: BIRCH grid, 10 points per cluster (N = "
                        f"{10 * REDUCTION_CLUSTERS:,}), {REDUCTION_CHUNKS} chunks, centres = random rows; each "
                        "worker count on its own LocalCluster of 1-thread processes; bytes = pickled size of the "
