@@ -14,6 +14,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -485,6 +486,8 @@ def test_the_demo_writes_its_report_and_plot(tmp_path, capsys):
     assert "daskclust: started a LocalCluster in this process" in err  # logged, shown by the command line
     assert "seeding (pass 1)" in err  # and the seeding's progress bars
     assert "daskclust demo report" in out and "true centres recovered" in out
+    seeding, em, fit = map(float, re.search(r"seeding / EM / fit +([\d.]+) s / ([\d.]+) s / ([\d.]+) s", out).groups())
+    assert 0 < em <= fit and seeding <= fit  # the iterations' own time, apart from the fit's (compilation included)
     assert f"convergence plot       {png}" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     page = (tmp_path / "demo.html").read_text()  # the report beside it, through daskclust.report
