@@ -25,7 +25,9 @@ KEY_LINES = {
                     r"^GMM: sigma\^2 ="],
     "laptop_fit.py": [r"^started a LocalCluster in this process", r"^  true centres found +\d+\.\d%",
                       r"labels_ is a numpy array"],
-    "larger_than_ram.py": [r"^data: 40,000 x 8 float32 .* at file://", r"^KMeans: 40000 x 8 in \d+ chunks .*streamed$",
+    "larger_than_ram.py": [r"^data: 40,000 x 8 float32 .* at file://",
+                           r"^KMeans: 40000 x 8 in \d+ chunks .*, streamed from the source every pass "
+                           r"\(data 1.3 MB exceed the memory budget of 0.3 MB\)$",
                            r"^interrupted after iteration 5; checkpoints in .*: ckpt-000002, ckpt-000004$",
                            r"the same centres and free energies as the uninterrupted fit: True$"],
     "xarray_cube.py": [r"^labels: DataArray 'labels' \{'sample': 6400\}, backed by dask$",
