@@ -103,7 +103,7 @@ class Checkpointer:
         continuing = ours and resuming is not None and resuming.overlaps(self.location)
         empty = ours and not self.location.is_url and not list_checkpoints(self.path)
         check_target(self.location, "checkpoints", overwrite=overwrite or continuing or empty, inputs=inputs,
-                     option="overwrite=True (--overwrite), or resume from it")
+                     option="overwrite=True (--overwrite)", also=", or resume= (--resume) to continue from it")
         if self.location.exists() and not continuing:
             remove_store(self.location)
         zarr.open_group(self.location.url, mode="a", **self.location.zarr_kwargs)

@@ -130,6 +130,15 @@ def source_location(X: Any) -> Location | None:
     return None
 
 
+def input_store(X: Any) -> Location | None:
+    """The whole store the data ``X`` are read from: the path or URL given, or the root of a zarr
+    array's store (the group holding it, not only the array). What an output must not be, contain or
+    lie inside: a store written into an input's group changes that group."""
+    if isinstance(X, zarr.Array):
+        return store_root(X)
+    return source_location(X)
+
+
 def store_root(array: zarr.Array) -> Location | None:
     """The location of the store holding ``array`` (a local or fsspec store), or None (in memory)."""
     store = array.store
@@ -199,13 +208,14 @@ _NAMES = {
 
 
 def check_target(location: Location, kind: str, *, overwrite: bool = False,
-                 inputs: Iterable[Location | None] = (), option: str = "overwrite=True") -> None:
+                 inputs: Iterable[Location | None] = (), option: str = "overwrite=True", also: str = "") -> None:
     """Refuse ``location`` as the output of kind ``kind`` unless writing there is safe.
 
     Raises :class:`OutputRefusedError` when the location is, contains or lies
     inside one of ``inputs``; when something exists there that daskclust did
     not write as a ``kind`` store; or when such a store exists and ``overwrite``
-    is false (``option`` names the switch in the message).
+    is false (``option`` names the switch in the message, ``also`` follows it:
+    ", or ... to ...").
     """
     assert kind in KINDS, kind
     for source in inputs:
@@ -225,7 +235,7 @@ def check_target(location: Location, kind: str, *, overwrite: bool = False,
         )
     if not overwrite:
         raise OutputRefusedError(
-            f"a daskclust {_NAMES[kind]} exists at {location}; pass {option} to replace it"
+            f"a daskclust {_NAMES[kind]} exists at {location}; pass {option} to replace it{also}"
         )
 
 

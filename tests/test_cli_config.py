@@ -14,7 +14,7 @@ import daskclust
 from conftest import blobs
 from daskclust.checkpoint import data_fingerprint
 from daskclust.cli import main
-from daskclust.cli.fit_options import ALGORITHMS, estimator_options
+from daskclust.cli.fit_options import ALGORITHMS, COUNT, estimator_options
 from daskclust.data import as_chunked_data
 from daskclust.transforms import Sketch
 from daskclust.versions import MODEL_PACKAGES
@@ -185,7 +185,7 @@ def test_bad_config_is_refused_naming_the_key(store, tmp_path, capsys, text, mes
                                                           "parameter 'init'"),
     (["--algorithm", "cell-gmm", "--coreset", "100"], "cell-gmm (CellGaussianMixture) does not use parameter"),
     (["--refine-iter", "2"], "--refine-iter refines a coreset's model: it needs --coreset"),
-    (["--algorithm", "gmm", "--n-components", "3"], "--n-clusters and --n-components both give"),
+    (["--algorithm", "gmm", "--n-components", "3"], "--n-clusters/--clusters and --n-components both give"),
     (["--n-neighbors", "0"], "--n-neighbors: n_neighbors must be >= 1, got 0"),
     (["--algorithm", "cell-gmm", "--covariance-type", "spherical"], "covariance_type='spherical' is not supported"),
     (["--validation", "V"], "--validation is for greedy-gmm"),
@@ -214,7 +214,8 @@ def test_every_parameter_has_an_option_with_help():
     for name, cls in ALGORITHMS.items():
         for param in cls._param_names():
             if param in options:
-                assert options[param].help and "Default:" in options[param].help, param
+                assert options[param].help and ("Default:" in options[param].help or param == COUNT), param
+    assert options[COUNT].help.endswith("Required (greedy-gmm: default 10).")  # fit refuses the others without it
     assert options["n_truncated"].flags == ("--n-truncated",) and options["n_clusters"].flags[1] == "--clusters"
 
 
@@ -286,5 +287,109 @@ def test_sketch_output_is_replaced_only_with_overwrite(store, tmp_path, client, 
                                rtol=1e-10, atol=1e-10)  # the same sketch, the same seed
     capsys.readouterr()
     assert fit(*args, "--output", tmp_path / "c.zarr", client=client) == 2
-    assert "pass overwrite=True" in capsys.readouterr().err and not (tmp_path / "c.zarr").exists()
+    assert "pass --overwrite to replace it" in capsys.readouterr().err and not (tmp_path / "c.zarr").exists()
     assert fit(*args, "--output", tmp_path / "c.zarr", "--overwrite", client=client) == 0
+
+
+# ------------------------------------------------------------------ outputs, settings and errors of the commands
+def group_store(path) -> str:
+    """A zarr group at ``path`` holding X (300 x 3 blobs) and nothing else."""
+    group = zarr.open_group(str(path), mode="w")
+    group.create_array("X", data=blobs(300, 3, 3, seed=2)[0], chunks=(100, 3))
+    return str(path)
+
+
+def members(path) -> list[str]:
+    return sorted(p.name for p in pathlib.Path(path).iterdir())
+
+
+def test_no_output_is_written_inside_the_data_group(tmp_path, client, capsys):
+    """An output inside DATA's group is refused (the group is the input, not only its array X), also when
+    --resume reads the data the checkpoint records, and for --checkpoint, --sketch-output and report."""
+    data = group_store(tmp_path / "d.zarr")
+    before = members(data)
+    assert fit(data, "--clusters", "3", "--tol", "0", "--max-iter", "3", "--checkpoint", tmp_path / "run",
+               "--checkpoint-every", "1", "--output", tmp_path / "m.zarr", client=client) == 0
+    capsys.readouterr()
+    refused = [
+        ["fit", "--resume", tmp_path / "run", "--output", f"{data}/m.zarr"],
+        ["fit", data, "--clusters", "3", "--checkpoint", f"{data}/run", "--output", tmp_path / "m2.zarr"],
+        ["fit", data, "--algorithm", "sketched-gmm", "--clusters", "3", "--n-kept", "2", "--sketch-output",
+         f"{data}/s.zarr", "--output", tmp_path / "m3.zarr"],
+        ["predict", tmp_path / "m.zarr", data, "--output", f"{data}/labels.zarr"],
+        ["report", tmp_path / "m.zarr", "--data", data, "--output", f"{data}/r.html"],
+    ]
+    for args in refused:
+        assert main([*map(str, args), "--quiet"]) == 2, args
+        err = capsys.readouterr().err
+        assert "overlaps the input" in err or "lies inside the input" in err, (args, err)
+    assert members(data) == before
+    model = daskclust.load(tmp_path / "m.zarr")
+    with client.as_current(), pytest.raises(daskclust.errors.OutputRefusedError, match="overlaps the input"):
+        model.predict(zarr.open_group(data)["X"], output=f"{data}/labels.zarr")  # the Python API alike
+    assert members(data) == before
+
+
+def test_quiet_in_the_config_file_silences_the_messages_as_the_flag_does(store, tmp_path, client, capsys):
+    config = write_toml(tmp_path / "q.toml", "n_clusters = 3\nmax_iter = 2\nquiet = true\n")
+    assert main(["fit", store, "--config", config, "--output", str(tmp_path / "m.zarr"), "--scheduler",
+                 client.scheduler.address]) == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_flag_overrides_the_files_number_of_clusters_by_either_name(store, tmp_path, client):
+    config = write_toml(tmp_path / "c.toml", "n_clusters = 5\nalgorithm = \"gmm\"\nmax_iter = 2\n")
+    assert fit(store, "--config", config, "--n-components", "3", "--output", tmp_path / "a.zarr", client=client) == 0
+    assert saved_params(tmp_path / "a.zarr")["n_components"] == 3
+    config = write_toml(tmp_path / "d.toml", "n_components = 5\nalgorithm = \"gmm\"\nmax_iter = 2\n")
+    assert fit(store, "--config", config, "--clusters", "4", "--output", tmp_path / "b.zarr", client=client) == 0
+    assert saved_params(tmp_path / "b.zarr")["n_components"] == 4
+
+
+def test_an_unreadable_config_file_is_a_clear_error(store, tmp_path, capsys):
+    (tmp_path / "latin1.toml").write_bytes("n_clusters = 4 # caf\xe9\n".encode("latin-1"))
+    assert fit(store, "--config", tmp_path / "latin1.toml", "--output", tmp_path / "m.zarr") == 2
+    assert "latin1.toml is not valid TOML" in capsys.readouterr().err
+    assert fit(store, "--config", tmp_path, "--output", tmp_path / "m.zarr") == 2
+    assert f"cannot read the config file {str(tmp_path)!r}: Is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["fit", "{store}", "--clusters", "3", "--checkpoint-every", "2", "--output", "{tmp}/m.zarr"],
+     "--checkpoint-every sets how often --checkpoint writes: it needs --checkpoint"),
+    (["fit", "--resume", "{tmp}/run", "--array", "X", "--output", "{tmp}/m.zarr"],
+     "--array names an array of DATA: without DATA, --resume reads the checkpoint's data and array"),
+    (["report", "{tmp}/m.zarr", "--sample", "100", "--output", "{tmp}/r.html"],
+     "--sample is about the rows of --data: give --data"),
+    (["report", "{tmp}/m.zarr", "--array", "X", "--output", "{tmp}/r.html"],
+     "--array is about the rows of --data: give --data"),
+])
+def test_an_option_that_would_be_ignored_is_refused(store, tmp_path, capsys, args, message):
+    assert main([a.format(store=store, tmp=tmp_path) for a in args]) == 2
+    assert message in capsys.readouterr().err
+    assert members(tmp_path) == []
+
+
+def test_replacing_an_output_names_the_flag(store, tmp_path, client, capsys):
+    data = str(tmp_path / "b.zarr")
+    assert main(["make-data", "birch", "--clusters", "4", "--output", data, "--quiet"]) == 0
+    assert main(["make-data", "birch", "--clusters", "4", "--output", data, "--quiet"]) == 2
+    assert "a daskclust data set exists at" in (err := capsys.readouterr().err) and "pass --overwrite to" in err
+    assert fit(data, "--clusters", "4", "--max-iter", "2", "--output", tmp_path / "m.zarr", client=client) == 0
+    predict = ["predict", str(tmp_path / "m.zarr"), data, "--output", str(tmp_path / "l.zarr"), "--quiet",
+               "--scheduler", client.scheduler.address]
+    assert main(predict) == 0
+    capsys.readouterr()
+    assert main(predict) == 2
+    assert "a daskclust labels exists at" in (err := capsys.readouterr().err) and "pass --overwrite to" in err
+
+
+def test_the_report_makes_its_directory_but_never_writes_under_a_file(store, tmp_path, client, capsys):
+    assert fit(store, "--clusters", "3", "--max-iter", "2", "--output", tmp_path / "m.zarr", client=client) == 0
+    assert main(["report", str(tmp_path / "m.zarr"), "--output", str(tmp_path / "new" / "dir" / "r.html"),
+                 "--quiet"]) == 0
+    assert "r.html" in members(tmp_path / "new" / "dir")
+    (tmp_path / "file").write_text("not a directory")
+    assert main(["report", str(tmp_path / "m.zarr"), "--output", str(tmp_path / "file" / "r.html")]) == 2
+    assert f"{tmp_path / 'file'} is a file, not a directory" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "not a directory"

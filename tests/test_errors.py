@@ -109,7 +109,7 @@ def test_group_without_a_clear_array(tmp_path):
     group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
     group.create_array("A", shape=(4, 2), dtype="f8")
     group.create_array("B", shape=(4, 2), dtype="f8")[:] = 1.0  # written: an unwritten array is refused
-    with pytest.raises(InvalidDataError, match="pass the array to use .*A, B"):
+    with pytest.raises(InvalidDataError, match="name the array to use .*A, B"):
         as_chunked_data(str(tmp_path / "g.zarr"))
     assert as_chunked_data(str(tmp_path / "g.zarr"), array="B").n_samples == 4
 

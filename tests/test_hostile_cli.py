@@ -142,5 +142,7 @@ def test_interrupted_predict_leaves_no_temporary_store(tmp_path, cluster):
         code = proc.wait(timeout=120)
     finally:
         proc.kill()
-    assert code == 130, proc.stderr.read()
+    err = proc.stderr.read()
+    assert code == 130, err
+    assert "predict: interrupted; nothing is left half-written" in err
     assert snapshot(tmp_path) == before  # no l.zarr, no l.zarr.tmp-*

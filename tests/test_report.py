@@ -52,7 +52,7 @@ def written(paths) -> list:
 def test_the_report_command_writes_the_page_and_every_figure(stores, tmp_path, capsys, kind, D, with_data):
     model, data = stores[kind, D]
     output = tmp_path / "report.html"
-    args = ["report", model, "--output", str(output), "--sample", "250"] + (["--data", data] if with_data else [])
+    args = ["report", model, "--output", str(output)] + (["--data", data, "--sample", "250"] if with_data else [])
     assert main(args) == 0
     paths = report_paths(output)
     page = output.read_text()

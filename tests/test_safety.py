@@ -147,7 +147,7 @@ def test_checkpoint_directory_rules(workdir, client, tmp_path):
     run = tmp_path / "run"
     est.fit(X, client=client, checkpoint=run, checkpoint_every=2)
     assert io.store_kind(io.Location.parse(run)) == "checkpoints"
-    with pytest.raises(OutputRefusedError, match="resume from it"):
+    with pytest.raises(OutputRefusedError, match="--resume. to continue from it"):
         est.fit(X, client=client, checkpoint=run, checkpoint_every=2)  # another fit's checkpoints
     est.fit(X, client=client, checkpoint=run, resume=run, checkpoint_every=2)  # continuing is fine
     est.set_params(random_state=7).fit(X, client=client, checkpoint=run, checkpoint_every=2, overwrite=True)

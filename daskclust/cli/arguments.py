@@ -9,7 +9,12 @@ def add_data_arguments(parser: argparse.ArgumentParser, *, optional: bool = Fals
     """The data read: the positional DATA (a zarr store path or fsspec URL) and ``--array``."""
     parser.add_argument("data", metavar="DATA", nargs="?" if optional else None,
                         help=f"the data: a zarr store path or fsspec URL{also}")
-    parser.add_argument("--array", metavar="NAME", help="the array inside DATA's zarr group (default: X, or its "
+    add_array_argument(parser, "DATA")
+
+
+def add_array_argument(parser: argparse.ArgumentParser, data: str) -> None:
+    """``--array``: which array of the zarr group given as ``data`` (an argument's name) to read."""
+    parser.add_argument("--array", metavar="NAME", help=f"the array inside {data}'s zarr group (default: X, or its "
                         "only 2-D array)")
 
 
@@ -21,6 +26,11 @@ def add_output_arguments(parser: argparse.ArgumentParser, kind: str, *, required
                              f"but a daskclust {kind}, and that only with --overwrite")
     parser.add_argument("--overwrite", action="store_true",
                         help=f"replace the daskclust {kind} at --output{also}")
+    add_quiet_argument(parser)
+
+
+def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: only errors (no bars, no messages below ERROR unless ``--log-level`` says otherwise)."""
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 

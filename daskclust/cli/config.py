@@ -39,8 +39,10 @@ def read_config(path: str, kinds: dict[str, ValueKind]) -> dict:
             table = tomllib.load(fh)
     except FileNotFoundError:
         raise InvalidParameterError(f"no config file at {path!r}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InvalidParameterError(f"{path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise InvalidParameterError(f"cannot read the config file {path!r}: {exc.strerror or exc}") from None
     unknown = sorted(set(table) - set(kinds))
     if unknown:
         raise InvalidParameterError(f"{path}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "

@@ -9,6 +9,7 @@ own. For sketched-gmm, DATA is raw rows, sketched in one pass before the fit (in
 from __future__ import annotations
 
 import argparse
+import logging
 
 import zarr
 
@@ -16,7 +17,7 @@ from ..errors import CheckpointError, InvalidParameterError
 from .arguments import add_cluster_arguments, add_data_arguments, add_output_arguments
 from .config import option_kinds, read_config
 from .docstrings import plain_text
-from .fit_options import ALGORITHMS, check_value, estimator_options, estimator_params
+from .fit_options import ALGORITHMS, COUNT, COUNT_OPTIONAL, check_value, estimator_options, estimator_params
 from .values import Choice, Integer
 
 RESUMABLE = ("max_iter", "memory_budget", "state_store", "tree_store")
@@ -74,10 +75,12 @@ def fit_settings(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
     (a flag, or ``FILE: key``)."""
     probe = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     add_fit_arguments(probe)
-    flags = {action.dest: action.option_strings[0] if action.option_strings else action.metavar
+    flags = {action.dest: "/".join(action.option_strings) if action.option_strings else action.metavar
              for action in probe._actions}
     given = {name: value for name, value in vars(args).items() if name in flags and name != "config"}
     from_file = read_config(args.config, option_kinds(probe)) if "config" in args else {}
+    if {COUNT, "n_components"} & set(given):  # a flag's number of clusters overrides the file's, by either name
+        from_file = {name: value for name, value in from_file.items() if name not in (COUNT, "n_components")}
     origins = {**{name: f"{args.config}: {name}" for name in from_file}, **{name: flags[name] for name in given}}
     return {**from_file, **given}, origins
 
@@ -85,15 +88,21 @@ def fit_settings(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
 def run_fit(args: argparse.Namespace) -> int:
     """Fit the estimator the settings describe, or resume a checkpoint's fit, and save the model."""
     from ..engine.cluster import security_from_files
-    from ..io import Location, source_location
+    from ..io import Location, input_store
     from ..store import check_model_target
+    from ..transforms import SketchedData
 
     values, origins = fit_settings(args)
     run = {name: values.pop(name) for name in list(values) if name not in estimator_options()}
     quiet = run.pop("quiet", False)
+    if quiet and getattr(args, "log_level", None) is None:  # quiet = true in --config: as the flag does
+        logging.getLogger("daskclust").setLevel("ERROR")
     algorithm = run.pop("algorithm", None)
     if "output" not in run:
         raise InvalidParameterError("fit needs --output (or output in --config): where to save the model")
+    if "checkpoint_every" in run and "checkpoint" not in run:
+        raise InvalidParameterError(f"{origins['checkpoint_every']} sets how often --checkpoint writes: it needs "
+                                    "--checkpoint")
     runtime = dict(verbose=0 if quiet else 1, scheduler_address=run.get("scheduler"),
                    security=security_from_files(run.get("tls_ca_file"), run.get("tls_cert"), run.get("tls_key")))
     if "resume" in run:
@@ -103,7 +112,8 @@ def run_fit(args: argparse.Namespace) -> int:
     extra = fit_extras(model, run, origins, X)
     paths = [run.get(name) for name in ("data", "checkpoint", "resume", "sketch_output")]
     paths += [getattr(model, name, None) for name in ("state_store", "tree_store")]
-    inputs = [Location.parse(p) for p in paths if p] + [source_location(weights)]
+    inputs = [Location.parse(p) for p in paths if p] + [input_store(X.values if isinstance(X, SketchedData) else X),
+                                                         input_store(weights)]
     overwrite = run.get("overwrite", False)
     check_model_target(run["output"], overwrite=overwrite, inputs=inputs, option="--overwrite")
     model.fit(X, sample_weight=weights, checkpoint=run.get("checkpoint"),
@@ -122,7 +132,7 @@ def new_fit(run: dict, algorithm: str, values: dict, origins: dict, runtime: dic
     if "data" not in run:
         raise InvalidParameterError("fit needs DATA (or data in --config), or --resume CHECKPOINT")
     params = estimator_params(algorithm, values, origins)
-    if not {"n_clusters", "n_components"} & set(params) and algorithm != "greedy-gmm":
+    if not {COUNT, "n_components"} & set(params) and algorithm not in COUNT_OPTIONAL:
         raise InvalidParameterError("fit needs the number of clusters: --clusters C (n_clusters in --config)")
     X = open_data(run["data"], run.get("array"))
     if isinstance(X, SketchedData):
@@ -146,6 +156,9 @@ def resumed_fit(run: dict, algorithm: str | None, values: dict, origins: dict, r
     from ..data import open_zarr_array
     from ..estimators.registry import ESTIMATORS
 
+    if "array" in run and "data" not in run:
+        raise InvalidParameterError(f"{origins['array']} names an array of DATA: without DATA, --resume reads the "
+                                    "checkpoint's data and array")
     changed = [name for name in values if name not in RESUMABLE] + (["algorithm"] if algorithm else [])
     if changed:
         allowed = ", ".join(estimator_options()[name].flags[0] for name in RESUMABLE)
@@ -174,6 +187,7 @@ def fit_extras(model, run: dict, origins: dict, X) -> dict:
     import numpy as np
 
     from ..estimators import GreedyGaussianMixture, SketchedGaussianMixture
+    from ..io import Location, check_target, input_store
     from ..transforms import SketchedData
 
     extra = {}
@@ -181,6 +195,8 @@ def fit_extras(model, run: dict, origins: dict, X) -> dict:
         if not isinstance(model, SketchedGaussianMixture) or isinstance(X, SketchedData):
             raise InvalidParameterError(f"{origins['sketch_output']} is for sketched-gmm on raw data (DATA not a "
                                         "sketch store)")
+        check_target(Location.parse(run["sketch_output"]), "sketch", overwrite=run.get("overwrite", False),
+                     inputs=[input_store(X)], option="--overwrite")  # in the command line's words, before any work
         extra["sketch_output"] = run["sketch_output"]
     if "validation" in run:
         if not isinstance(model, GreedyGaussianMixture):

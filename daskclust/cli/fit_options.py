@@ -59,6 +59,10 @@ COMMAND_LINE_DEFAULTS = {"random_state": 0}
 COUNT = "n_clusters"
 """The number of clusters C for every algorithm: ``n_clusters`` of KMeans, ``n_components`` of the mixtures."""
 
+COUNT_OPTIONAL = ("greedy-gmm",)
+"""The algorithms whose number of clusters a fit may leave to its default (greedy learning's most
+components); the others require it."""
+
 DESCRIPTIONS = {
     COUNT: "Number of clusters C: n_clusters of KMeans, n_components of the mixtures.",
     "random_state": "Seed of every random stream: an integer makes the fit repeatable, none draws fresh entropy.",
@@ -134,17 +138,23 @@ def _help(name: str, algorithms: tuple[str, ...]) -> str:
     return " ".join(part for part in parts if part).replace("%", "%%")
 
 
+def _default(cls, name: str) -> str:
+    """The default of ``cls``'s parameter ``name``, as the command line writes it."""
+    default = inspect.signature(cls.__init__).parameters[name].default
+    return "none" if default is None else str(default)
+
+
 def _defaults(name: str, algorithms: tuple[str, ...]) -> str:
     """"Default: X", or "Default: X (kmeans); Y (gmm, ...)" where the estimators differ."""
     if name in COMMAND_LINE_DEFAULTS:
         return f"Default: {COMMAND_LINE_DEFAULTS[name]}."
+    if name == COUNT:
+        optional = [f"{algorithm}: default {_default(ALGORITHMS[algorithm], 'n_components')}"
+                    for algorithm in algorithms if algorithm in COUNT_OPTIONAL]
+        return f"Required ({'; '.join(optional)})." if optional else "Required."
     by_value: dict[str, list[str]] = {}
     for algorithm in algorithms:
-        cls = ALGORITHMS[algorithm]
-        parameter = inspect.signature(cls.__init__).parameters.get("n_components" if name == COUNT and cls is not KMeans
-                                                                   else name)
-        shown = "none" if parameter.default is None else str(parameter.default)
-        by_value.setdefault(shown, []).append(algorithm)
+        by_value.setdefault(_default(ALGORITHMS[algorithm], name), []).append(algorithm)
     if len(by_value) == 1:
         return f"Default: {next(iter(by_value))}."
     return "Default: " + "; ".join(f"{value} ({', '.join(names)})" for value, names in by_value.items()) + "."

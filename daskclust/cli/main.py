@@ -74,13 +74,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"daskclust {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"daskclust {args.command}: interrupted; nothing was written", file=sys.stderr)
+        print(f"daskclust {args.command}: interrupted; nothing is left half-written (what was complete before, "
+              "such as checkpoints, is kept)", file=sys.stderr)
         return 130
 
 
 def cmd_make_data(args) -> int:
     from ..datasets import make_birch, make_blobs
+    from ..io import Location, check_target
 
+    check_target(Location.parse(args.output), "dataset", overwrite=args.overwrite, option="--overwrite")
     if args.kind == "birch":
         group = make_birch(args.output, args.clusters, points_per_cluster=args.points_per_cluster,
                            seed=args.seed, overwrite=args.overwrite)
@@ -103,13 +106,14 @@ def cmd_predict(args) -> int:
     from .. import load
     from ..data import open_zarr_array
     from ..engine.cluster import connect, security_from_files
-    from ..io import Location
+    from ..io import Location, check_target
 
     model = load(args.model).set_params(verbose=0 if args.quiet else 1)  # a bar of the spans written
     data = open_zarr_array(args.data, args.array)
+    inputs = [Location.parse(args.model), Location.parse(args.data)]
+    check_target(Location.parse(args.output), "labels", overwrite=args.overwrite, inputs=inputs, option="--overwrite")
     with connect(None, args.scheduler, security=security_from_files(args.tls_ca_file, args.tls_cert, args.tls_key)):
-        labels = model.predict(data, output=args.output, overwrite=args.overwrite,
-                               inputs=[Location.parse(args.model), Location.parse(args.data)])
+        labels = model.predict(data, output=args.output, overwrite=args.overwrite, inputs=inputs)
     if not args.quiet:
         print(f"wrote {labels.shape[0]} labels to {args.output}")
     return 0

@@ -105,7 +105,7 @@ def open_zarr_array(
         return node[names[0]]
     listed = ", ".join(sorted(names)) or "none"
     raise InvalidDataError(
-        f"{url!r} is a zarr group; pass the array to use (its {ndim}-D arrays: {listed})"
+        f"{url!r} is a zarr group: name the array to use (array=, --array; its {ndim}-D arrays: {listed})"
     )
 
 

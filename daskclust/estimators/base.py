@@ -28,7 +28,8 @@ from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..errors import (CheckpointError, ClusterError, InvalidDataError, InvalidParameterError, ModelStoreError,
                       NotFittedError, WorkerLost)
-from ..io import Location, check_target, check_workers_see, mark, remove_store, source_location, store_root
+from ..io import (Location, check_target, check_workers_see, input_store, mark, remove_store, source_location,
+                  store_root)
 from ..models import Family, Params
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed
@@ -364,7 +365,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                 "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
         stored = [source_location(block.array) for block in (data.source, data.weight_source)
                   if block is not None and block.kind == "zarr"]  # the zarr stores every worker reads
-        inputs = [*stored, source_location(X)]
+        inputs = [input_store(block.array) for block in (data.source, data.weight_source)
+                  if block is not None and block.kind == "zarr"] + [input_store(X)]
         shared = []
         checkpointer = None
         if checkpoint is not None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..data import as_chunked_data
 from ..errors import InvalidParameterError, OutputRefusedError
-from ..io import Location, source_location
+from ..io import Location, input_store, source_location
 from .figures import centres_figure, check_history, convergence_figure, distances_figure, sizes_figure
 from .page import GENERATOR, Panel, render, summary
 from .view import DEFAULT_SAMPLE, check_width, sample_rows, view_of
@@ -108,7 +108,7 @@ def write_report(model, output: str | os.PathLike, *, data=None, array: str | No
     if sizes is None:
         del paths["sizes"]
     source = source_location(data)
-    check_targets(list(paths.values()), overwrite, [source, *map(Location.parse, inputs)])
+    check_targets(list(paths.values()), overwrite, [input_store(data), *map(Location.parse, inputs)])
 
     rows = sample_rows(chunked, sample, seed) if chunked is not None else None
     centres = model_centres(model)
@@ -148,13 +148,16 @@ def _written_by_a_report(path: Path) -> bool:
 
 
 def check_targets(paths: list[Path], overwrite: bool, inputs) -> None:
-    """Refuse, before any work, outputs lying inside an input, files that no report wrote, and a
-    report's files without ``overwrite``."""
+    """Refuse, before any work, outputs lying inside an input or under a file, files that no report
+    wrote, and a report's files without ``overwrite``."""
     for path in paths:
         target = Location.parse(path)
         for source in inputs:
             if source is not None and target.overlaps(source):
                 raise OutputRefusedError(f"refusing to write the report's {path}: it lies inside the input {source}")
+        existing = next(parent for parent in path.absolute().parents if parent.exists())
+        if not existing.is_dir():
+            raise OutputRefusedError(f"cannot write the report's {path}: {existing} is a file, not a directory")
         if not path.exists():
             continue
         if not path.is_file() or not _written_by_a_report(path):
@@ -166,7 +169,9 @@ def check_targets(paths: list[Path], overwrite: bool, inputs) -> None:
 
 
 def write_atomically(path: Path, content: bytes) -> None:
-    """Write ``content`` to a temporary sibling of ``path``, then rename it over ``path``."""
+    """Write ``content`` to a temporary sibling of ``path`` (its directory made if missing), then rename
+    it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:12]}")
     try:
         tmp.write_bytes(content)
