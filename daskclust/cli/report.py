@@ -37,7 +37,7 @@ def run_report(args) -> int:
     data = open_zarr_array(args.data, args.array) if args.data is not None else None
     sample = DEFAULT_SAMPLE if args.sample is None else args.sample
     paths = write_report(model, args.output, data=data, sample=sample, overwrite=args.overwrite,
-                         inputs=[args.model] + ([args.data] if args.data is not None else []))
+                         inputs=[args.model])  # and the store holding --data (write_report)
     if not args.quiet:
         print(f"wrote {paths['html']} and {', '.join(str(p) for name, p in paths.items() if name != 'html')}")
     return 0

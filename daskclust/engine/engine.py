@@ -125,7 +125,8 @@ class Engine:
         if self.persisted:
             return f"persisted on the workers (data {size:.1f} MB, memory budget {budget:.1f} MB)"
         if self.data.nbytes > self.memory_budget:
-            return f"streamed from the source every pass (data {size:.1f} MB exceed the memory budget of {budget:.1f} MB)"
+            return (f"streamed from the source every pass (data {size:.1f} MB exceed the memory budget of "
+                    f"{budget:.1f} MB)")
         return f"streamed from the source every pass, as asked (data {size:.1f} MB, memory budget {budget:.1f} MB)"
 
     # ---------------------------------------------------------------- set-up

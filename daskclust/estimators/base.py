@@ -363,10 +363,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         source, weights = self._data_sources(X, sample_weight)
         meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
                 "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
-        stored = [source_location(block.array) for block in (data.source, data.weight_source)
-                  if block is not None and block.kind == "zarr"]  # the zarr stores every worker reads
-        inputs = [input_store(block.array) for block in (data.source, data.weight_source)
-                  if block is not None and block.kind == "zarr"] + [input_store(X)]
+        read = [block.array for block in (data.source, data.weight_source)
+                if block is not None and block.kind == "zarr"]
+        stored = [source_location(array) for array in read]  # the zarr arrays every worker reads
+        inputs = [*map(input_store, read), input_store(X)]  # the stores no output may touch
         shared = []
         checkpointer = None
         if checkpoint is not None:

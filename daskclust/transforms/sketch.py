@@ -28,7 +28,7 @@ from numba import njit
 
 from ..data import ChunkedData, as_chunked_data
 from ..data.chunking import row_bounds
-from ..data.sources import BlockSource, is_path_like, pack_sketch
+from ..data.sources import BlockSource, pack_sketch
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
@@ -354,7 +354,7 @@ class Sketch:
             return SketchedData(acc["values"].astype(data.dtype), acc["indices"], weights, transform)
         data = regular_chunks(data, X, sample_weight, storage_options)
         location = Location.parse(output, storage_options)
-        inputs = [input_store(X) if is_path_like(X) or isinstance(X, zarr.Array) else None]
+        inputs = [input_store(X)]  # None for data in memory
         check_target(location, "sketch", overwrite=overwrite, inputs=inputs)
         with connect(client, None) as cl, writing(location, "sketch", checked=True) as target:
             create_store(target, transform, data)
