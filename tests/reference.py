@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 
 def sq_distances(X, centres):
@@ -326,9 +327,10 @@ def gaussian_log_joint(X, weights, means, cov, cov_type):
             maha, logdet = (diff ** 2).sum(1) / cov[c], D * np.log(cov[c])
         elif cov_type == "diag":
             maha, logdet = (diff ** 2 / cov[c]).sum(1), np.log(cov[c]).sum()
-        else:
-            maha = np.einsum("nd,de,ne->n", diff, np.linalg.inv(cov[c]), diff)
-            logdet = np.linalg.slogdet(cov[c])[1]
+        else:  # through the Cholesky factor: an explicit inverse loses digits when Sigma_c is ill-conditioned
+            L = np.linalg.cholesky(cov[c])
+            maha = (scipy.linalg.solve_triangular(L, diff.T, lower=True) ** 2).sum(0)
+            logdet = 2.0 * np.log(np.diag(L)).sum()
         with np.errstate(divide="ignore"):
             out[:, c] = np.log(weights[c]) - 0.5 * (D * np.log(2 * np.pi) + logdet + maha)
     return out

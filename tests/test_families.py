@@ -204,12 +204,12 @@ def test_inference_outputs(client, X, cov_type):
     proba = model.predict_proba(X)
     assert scipy.sparse.issparse(proba) and proba.shape == (len(X), 6)
     assert proba.getnnz(axis=1).max() <= 3
-    np.testing.assert_allclose(np.asarray(proba.sum(axis=1)).ravel(), 1.0, rtol=1e-12)
+    assert np.all(np.asarray(proba.sum(axis=1)).ravel() <= 1.0 + 1e-12)  # the 3 largest posterior values
     labels = model.predict(X)
     assert np.array_equal(labels, np.asarray(proba.argmax(axis=1)).ravel())
     exact = model.score_samples(X, exact=True)
-    bound = model.score_samples(X)
-    assert np.all(bound <= exact + 1e-12) and np.all(np.isfinite(exact))
+    found = model.score_samples(X)
+    assert np.all(np.isfinite(exact)) and np.all(np.abs(found - exact) <= 1e-9 + 1e-12 * np.abs(exact))
     # the full posterior, for the sum over every component
     dense = model.predict_proba(X, n_truncated=6, dense=True)
     np.testing.assert_allclose(dense.sum(1), 1.0, rtol=1e-12)

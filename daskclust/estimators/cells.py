@@ -101,8 +101,7 @@ class CellGaussianMixture(GaussianMixture):
 
     def _index(self, exact: bool = False) -> MixtureIndex:
         self._check_fitted()
-        return MixtureIndex(FAMILIES[self.covariance_type], self._model(), 2 * max(self.n_neighbors, self._n_keep()),
-                            exact)
+        return MixtureIndex(FAMILIES[self.covariance_type], self._model(), exact)
 
     def fit(self, X, y=None, sample_weight=None, *, client=None, **kwargs):
         """As :meth:`GaussianMixture.fit`. A checkpoint holds the trees, the partition and each cell's K
@@ -267,5 +266,5 @@ class GreedyGaussianMixture(CellGaussianMixture):
     def _held_out(self, params) -> float | None:
         if self._X_val is None:
             return None
-        index = MixtureIndex(FAMILIES[self.covariance_type], params, 1, exact=True)
+        index = MixtureIndex(FAMILIES[self.covariance_type], params, exact=True)
         return float(index.top(self._X_val, 1)[2].mean())

@@ -217,18 +217,19 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     # applying ----------------------------------------------------------------
     def _index(self, exact: bool = False) -> MixtureIndex:
         self._check_fitted()
-        return MixtureIndex(self._family(), self._model(), 2 * max(self.n_neighbors, self._n_keep()), exact)
+        return MixtureIndex(self._family(), self._model(), exact)
 
     def predict(self, X, *, output=None, storage_options=None, overwrite=False, inputs=()):
-        """Index of the most responsible component of each row (among the neighbourhood of its
-        nearest mean, see :class:`~daskclust.estimators.inference.MixtureIndex`; exact for
-        "isotropic"). Outputs as :meth:`KMeans.predict <daskclust.KMeans.predict>`."""
+        """Index of the most responsible component of each row, argmax_c pi_c N(y; mu_c, Sigma_c), exactly
+        (a search under the family's own cost that rules components out by a lower bound, see
+        :class:`~daskclust.estimators.inference.MixtureIndex`). Outputs as
+        :meth:`KMeans.predict <daskclust.KMeans.predict>`."""
         index = self._index()
-        return self._apply(X, lambda block: index.top(block, 1)[0][:, 0], None, np.int32, output,
-                           storage_options, "labels", overwrite, inputs)
+        return self._apply(X, index.labels, None, np.int32, output, storage_options, "labels", overwrite, inputs)
 
     def predict_proba(self, X, *, n_truncated=None, dense=False):
-        """Responsibilities of each row's C' most responsible components (the fit's truncated posterior).
+        """Posterior responsibilities p(c | y) of each row's C' most responsible components (exact values
+        of the full posterior, normalised over all C components; the C' components are the exact C' best).
 
         numpy input: a ``scipy.sparse.csr_matrix`` (n_samples, C) with C' entries per row
         (``dense=True``: an ndarray), and so does a numpy-backed DataArray; lazy input (dask,
@@ -254,10 +255,13 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         return proba.toarray() if dense else proba
 
     def score_samples(self, X, *, exact=False, output=None, storage_options=None, overwrite=False):
-        """log p(y) of each row: by default the truncated bound log sum over the components the row
-        evaluates of pi_c N(y; mu_c, Sigma_c) (<= log p(y), O(G D) per row); ``exact=True`` sums
-        over all C components (O(C D) per row, scikit-learn's ``score_samples``). Outputs as
-        :meth:`predict`'s (a DataArray input gives a DataArray named "scores")."""
+        """log p(y) = log sum_c pi_c N(y; mu_c, Sigma_c) of each row (scikit-learn's ``score_samples``).
+
+        By default the components whose cost bound shows they hold less than
+        :data:`~daskclust.estimators.inference.SCORE_TOLERANCE` of the row's mass together are
+        left out, so the value is below the exact one by at most that (1e-9 nats); ``exact=True``
+        evaluates all C components of every row. Outputs as :meth:`predict`'s (a DataArray input
+        gives a DataArray named "scores")."""
         index = self._index(exact)
         return self._apply(X, lambda block: index.top(block, 1)[2], None, np.float64, output, storage_options,
                            "scores", overwrite)

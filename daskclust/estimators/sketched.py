@@ -222,7 +222,7 @@ class SketchedGaussianMixture(GaussianMixture):
 
     def _index(self, exact: bool = False) -> MixtureIndex:
         self._check_fitted()
-        return MixtureIndex(self._dense_family(), self._model(), 2 * max(self.n_neighbors, self._n_keep()), exact)
+        return MixtureIndex(self._dense_family(), self._model(), exact)
 
     def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite, inputs=()):
         if isinstance(X, SketchedData):

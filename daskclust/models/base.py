@@ -163,6 +163,12 @@ class Family:
         """log pi_c N(y; mu_c, Sigma_c) = log_norm - cost_c(y) / (2 scale): the constant the kernels leave out."""
         return -n_features * HALF_LOG_2PI
 
+    def cost_floor(self, kernel) -> tuple[np.ndarray, np.ndarray]:
+        """(a (C, D), b (C,)) such that cost_c(x) >= sum_j a_cj (x_j - mu_cj)^2 + b_c for every row x:
+        the lower bound through which :func:`~daskclust.kernels.infer.bounded_top` rules components
+        out without evaluating them (b_c = +inf for a component without weight)."""
+        raise NotImplementedError
+
     def final_params(self, stats: SuffStats, params: Params, kernel) -> Params:
         """The parameters reported after the last E-step (which used ``params``)."""
         return params

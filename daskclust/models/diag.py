@@ -51,6 +51,10 @@ class DiagFamily(WeightedFamily):
         var = variance_floor(params.covariances, params.means)
         return DiagParams(params.means, 1.0 / var, np.log(var).sum(axis=1) - 2.0 * log_weights(params.weights))
 
+    def cost_floor(self, kernel):
+        """cost_c(x) = sum_j (x_j - mu_cj)^2 / sigma_cj^2 + const_c exactly: a = the precisions, b = const."""
+        return kernel.prec, kernel.const
+
     def covariances(self, stats, shift, reg, has_mass):
         S0 = stats.S0[has_mass][:, None]
         return np.maximum(stats.S2[has_mass] - S0 * shift[has_mass] ** 2, 0.0) / S0 + reg

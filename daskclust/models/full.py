@@ -88,6 +88,12 @@ class FullFamily(WeightedFamily):
         log_det = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
         return FullParams(params.means, lower_inverse(L), log_det - 2.0 * log_weights(params.weights))
 
+    def cost_floor(self, kernel):
+        """||M_c v||^2 >= s_min(M_c)^2 ||v||^2 (s_min: the smallest singular value of M_c = L_c^-1, i.e.
+        1 / the largest eigenvalue of Sigma_c): a_cj = s_min(M_c)^2 for every j, b = const."""
+        s_min = np.linalg.svd(kernel.chol_inv, compute_uv=False)[:, -1]
+        return np.repeat((s_min ** 2)[:, None], kernel.means.shape[1], axis=1), kernel.const
+
     def covariances(self, stats, shift, reg, has_mass):
         S0 = stats.S0[has_mass][:, None, None]
         upper = stats.S2[has_mass]

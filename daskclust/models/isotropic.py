@@ -75,6 +75,11 @@ class SharedVarianceFamily(Family):
     def m_step(self, stats, params, reg):
         return shared_variance_m_step(stats, params, reg)
 
+    def cost_floor(self, kernel):
+        """cost_c(x) = ||x - mu_c||^2 (+ shift_c with learned weights): a = 1, b = 0 (or the shift)."""
+        C, D = kernel.means.shape
+        return np.ones((C, D)), np.array(getattr(kernel, "shift", np.zeros(C)), dtype=np.float64)
+
     def log_norm(self, kernel, n_features):
         """-log C - (D/2) log(2 pi sigma^2) (seed 000 Eq. 2)."""
         return -math.log(len(kernel.means)) - 0.5 * n_features * math.log(2 * math.pi * kernel.sigma2)

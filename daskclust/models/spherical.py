@@ -34,6 +34,10 @@ class SphericalFamily(WeightedFamily):
         D = params.means.shape[1]
         return SphericalParams(params.means, 1.0 / var, D * np.log(var) - 2.0 * log_weights(params.weights))
 
+    def cost_floor(self, kernel):
+        """cost_c(x) = ||x - mu_c||^2 / sigma_c^2 + const_c exactly: a_cj = 1 / sigma_c^2, b = const."""
+        return np.repeat(kernel.inv_var[:, None], kernel.means.shape[1], axis=1), kernel.const
+
     def covariances(self, stats, shift, reg, has_mass):
         S0 = stats.S0[has_mass]
         D = stats.S1.shape[1]
