@@ -52,8 +52,8 @@ def test_gmm_exact_em_equals_numpy_reference_iteration_by_iteration(client):
     X, _ = birch(16, points=50, seed=4)
     init = X[:16] + 0.5
     n_iter = 12
-    model = daskclust.GaussianMixture(16, covariance_type="isotropic", n_truncated=None, init=init, tol=0, max_iter=n_iter, reg_covar=0.0,
-                                      n_init_esteps=0).fit(X, client=client)
+    model = daskclust.GaussianMixture(16, covariance_type="isotropic", n_truncated=None, init=init, init_params="seeding",
+                                      tol=0, max_iter=n_iter, reg_covar=0.0, n_init_esteps=0).fit(X, client=client)
     rows, mu = gmm_em(X, init, n_iter)
     assert len(model.history_) == n_iter + 1
     for row, (F, sigma2, qe) in zip(model.history_, rows):
@@ -66,8 +66,8 @@ def test_gmm_exact_em_equals_numpy_reference_iteration_by_iteration(client):
 def test_gmm_reg_covar_is_added_to_the_variance(client):
     X, _ = birch(9, points=40, seed=5)
     init = X[:9]
-    model = daskclust.GaussianMixture(9, covariance_type="isotropic", n_truncated=None, init=init, tol=0, max_iter=3, reg_covar=0.25,
-                                      n_init_esteps=0).fit(X, client=client)
+    model = daskclust.GaussianMixture(9, covariance_type="isotropic", n_truncated=None, init=init, init_params="seeding",
+                                      tol=0, max_iter=3, reg_covar=0.25, n_init_esteps=0).fit(X, client=client)
     rows, mu = gmm_em(X, init, 3, reg=0.25)
     np.testing.assert_allclose([r["sigma2"] for r in model.history_], [r[1] for r in rows], rtol=1e-8)
     np.testing.assert_allclose(model.means_, mu, rtol=1e-8)

@@ -154,7 +154,8 @@ def test_free_energy_never_decreases(client, cov_type, search, weighted, dtype):
     X = mixture_data(seed=3, n=1200, C=12).astype(dtype)
     w = np.random.default_rng(4).uniform(0.0, 2.0, len(X)) if weighted else None
     model = daskclust.GaussianMixture(12, covariance_type=cov_type, search=search, n_truncated=2, n_neighbors=4,
-                                      init="random", random_state=7, tol=0, max_iter=12, chunk_rows=300)
+                                      init="random", init_params="seeding", random_state=7, tol=0, max_iter=12,
+                                      chunk_rows=300)
     model.fit(X, sample_weight=w, client=client)
     F = np.array([r["free_energy"] for r in model.history_])
     assert np.all(np.isfinite(F)) and len(F) == 13
@@ -282,3 +283,33 @@ def test_all_zero_weights_are_refused(client, X):
 
 def test_every_family_is_registered():
     assert set(FAMILIES) == {"kmeans", "isotropic", "spherical", "diag", "full"}
+
+
+@pytest.mark.parametrize("cov_type", ["isotropic", *FAMILY_NAMES])
+def test_kmeans_start_is_each_k_means_cluster(client, X, cov_type):
+    """init_params="kmeans": each component starts as its cluster of KMeans (same seed): its share of the
+    rows, its mean and its covariance + reg_covar (scikit-learn's start). With C = 5 <= the neighbourhood
+    size every row's k-means cluster is its nearest centre, so the clusters are KMeans' labels."""
+    C, reg = 5, 1e-3
+    km = daskclust.KMeans(C, random_state=3).fit(X, client=client)
+    start = daskclust.GaussianMixture(C, covariance_type=cov_type, random_state=3, reg_covar=reg, max_iter=0,
+                                      n_truncated=None).fit(X, client=client)
+    labels = km.labels_
+    np.testing.assert_allclose(start.means_, km.cluster_centers_, rtol=0, atol=1e-10)
+    diff = X - km.cluster_centers_[labels]
+    if cov_type == "isotropic":
+        np.testing.assert_allclose(start.covariances_, (diff ** 2).sum() / X.size + reg, rtol=1e-10)
+        return
+    np.testing.assert_allclose(start.weights_, np.bincount(labels, minlength=C) / len(X), rtol=1e-12)
+    for c in range(C):
+        d = diff[labels == c]
+        expected = {"spherical": (d ** 2).mean() + reg, "diag": (d ** 2).mean(0) + reg,
+                    "full": d.T @ d / len(d) + reg * np.eye(X.shape[1])}[cov_type]
+        np.testing.assert_allclose(start.covariances_[c], expected, rtol=1e-9)
+
+
+def test_init_params_seeding_starts_from_the_seeds(client, X):
+    model = daskclust.GaussianMixture(5, covariance_type="diag", init_params="seeding", random_state=3, max_iter=0,
+                                      n_truncated=None).fit(X, client=client)
+    np.testing.assert_allclose(model.weights_, 0.2)
+    assert np.ptp(model.covariances_) == 0.0  # sigma^2 I for every component

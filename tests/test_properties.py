@@ -12,8 +12,9 @@ from conftest import birch, blobs
 
 MODELS = {
     "kmeans": lambda C, **kw: daskclust.KMeans(C, **kw),
-    "gmm-exact": lambda C, **kw: daskclust.GaussianMixture(C, covariance_type="isotropic", **kw),
-    "gmm-truncated": lambda C, **kw: daskclust.GaussianMixture(C, covariance_type="isotropic", n_truncated=3, **kw),
+    "gmm-exact": lambda C, **kw: daskclust.GaussianMixture(C, covariance_type="isotropic", init_params="seeding", **kw),
+    "gmm-truncated": lambda C, **kw: daskclust.GaussianMixture(C, covariance_type="isotropic", n_truncated=3,
+                                                               init_params="seeding", **kw),
 }
 
 

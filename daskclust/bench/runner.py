@@ -27,6 +27,7 @@ SUITES = {
     "throughput": "daskclust.bench.throughput",
     "outofcore": "daskclust.bench.outofcore",
     "realdata": "daskclust.bench.realdata",
+    "realdata-mixtures": "daskclust.bench.realmixtures",
     "mixtures": "daskclust.bench.mixtures",
     "transforms": "daskclust.bench.transforms",
     "cells": "daskclust.bench.cells",

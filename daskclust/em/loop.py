@@ -78,6 +78,9 @@ class EMSettings:
     seed: int = 0
     data: str = "full"
     """What the E-steps see ("full" or "coreset"), recorded in every history row."""
+    absolute_tol: bool = False
+    """``tol`` bounds the change of the free energy per point itself (scikit-learn's GaussianMixture:
+    the mean lower bound), not relative to its magnitude."""
 
     @property
     def keep_state(self) -> bool:
@@ -99,10 +102,13 @@ class EMResult:
     sizes: np.ndarray | None = None
 
 
-def converged(prev: float | None, current: float, tol: float) -> bool:
-    """Relative change of the free energy at most ``tol``."""
+def converged(prev: float | None, current: float, tol: float, absolute: bool = False) -> bool:
+    """Change of the free energy per point at most ``tol``: |F_t - F_t-1| <= tol when ``absolute``
+    (scikit-learn's GaussianMixture), else relative to max(|F_t|, |F_t-1|)."""
     if prev is None:
         return False
+    if absolute:
+        return abs(current - prev) <= tol
     return abs(current - prev) <= tol * max(abs(current), abs(prev), np.finfo(float).tiny)
 
 
@@ -147,7 +153,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         scal = stats.scal
         n_changed = int(scal[CHANGED]) if settings.keep_state else -1
         fixed_point = family.hard and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
-        done = t > first_m and (converged(prev_f, free_energy, settings.tol) or fixed_point)
+        done = t > first_m and (converged(prev_f, free_energy, settings.tol, settings.absolute_tol) or fixed_point)
         last = done or t == first_m + settings.max_iter
         if not last:
             before = search.n_distances

@@ -177,6 +177,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """Clusters drawn uniformly per row and iteration besides the search's candidates."""
         return self.n_explore
 
+    def _absolute_tol(self) -> bool:
+        """Whether ``tol`` bounds the change of the free energy per point itself (else relatively)."""
+        return False
+
     def _init_centres(self):
         """The seeding method, or the initial centres."""
         return self.init
@@ -198,6 +202,11 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         seeding = seed(engine, init, self._n_clusters(), seed=seed_value, oversampling_factor=self.oversampling_factor,
                        init_rounds=self.init_rounds, chain_length=self.chain_length)
         return seeding, self._initial_params(seeding)
+
+    def _start(self, engine, seeding, params: Params, seed_value: int):
+        """The parameters of the first E-step of a fit from its seeding (a hook: the mixtures' k-means
+        start); returns the seeding (with what the start cost added) and the parameters."""
+        return seeding, params
 
     def _iterate(self, engine, start: LoopState, plan: FitPlan, search, progress):
         """The EM iterations on the engine after the seeding (or from a checkpoint)."""
@@ -359,7 +368,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             check_resumable(resumed, type(self).__name__, params, fingerprint)
         seed_value = resumed.meta["seed"] if resumed is not None else resolve_seed(self.random_state)
         settings = EMSettings(self._n_clusters(), self._n_keep(), self._family(), self.max_iter, self.tol,
-                              self._reg(), self.n_init_esteps, seed_value)
+                              self._reg(), self.n_init_esteps, seed_value, absolute_tol=self._absolute_tol())
         source, weights = self._data_sources(X, sample_weight)
         meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
                 "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
@@ -412,6 +421,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                     if resumed is None:
                         with engine.phase("seeding"):
                             seeding, params = self._seed(engine, init, plan.settings.seed)
+                            if start_params is None:
+                                seeding, params = self._start(engine, seeding, params, plan.settings.seed)
                         progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                         plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
                                                 "method": seeding.method}

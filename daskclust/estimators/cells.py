@@ -52,6 +52,9 @@ class CellGaussianMixture(GaussianMixture):
         -4.958; at k = 50 on 10^5 rows depth 4 starved 18 components, depth 8 none (the bench's run).
     refine_tol : float, default=1e-4
         Stop refining when splitting every proposed cell would raise F by less than this share of |F|.
+    tol : float, default=1e-4
+        EM on a partition stops when F per point changes by at most ``tol`` relatively (seed 001's
+        rule; refinement then decides whether to go on).
     refine_fraction : float, default=0.5
         Most cells expanded per round, as a share of the current cells; a round expands the best
         proposals holding half of the round's proposed gain.
@@ -94,6 +97,12 @@ class CellGaussianMixture(GaussianMixture):
                  refine_iter=0, chunk_rows=None, memory_budget=None, state="memory", state_store=None,
                  scheduler_address=None, security=None, verbose=0, callback=None):
         self._store_params(locals())
+
+    def _absolute_tol(self) -> bool:
+        return False
+
+    def _kmeans_start(self) -> bool:
+        return False  # the seeds start EM on the cells (Verbeek et al. 2006)
 
     def _family(self):
         family = CELL_FAMILIES[self.covariance_type]

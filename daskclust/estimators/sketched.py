@@ -53,6 +53,9 @@ class SketchedGaussianMixture(GaussianMixture):
     n_shared : int, default=0
         Q_S, entries every row keeps (seed 002 Sec. IV-C).
     precondition : {"dct", "none"}, default="dct"
+    tol : float, default=1e-4
+        Stop when the sketches' free energy per point changes by at most ``tol`` relatively (its
+        magnitude grows with Q: a relative rule stops fits of every Q at the same point).
 
     Notes
     -----
@@ -130,6 +133,12 @@ class SketchedGaussianMixture(GaussianMixture):
             return super().fit(self._sketched, client=cl, **kwargs)
 
     # hooks of the fit ---------------------------------------------------------
+    def _absolute_tol(self) -> bool:
+        return False
+
+    def _kmeans_start(self) -> bool:
+        return False  # seeded on sketches by k-means++ and the hard bootstrap (Kightley & Becker 2019)
+
     def _family(self):
         transform = getattr(self, "_sketched", None) or getattr(self, "sketch_transform_", None)
         q = transform.n_kept if transform is not None else 1  # before a fit: only the layout matters

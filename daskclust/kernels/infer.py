@@ -80,15 +80,15 @@ def bounded_top(X, params, gcent, gmetric, gconst, grad, offsets, members, mdist
         cost_c(x) >= (r - ||mu_c - g||_{a_g})^2 + b_c   (one member).
 
     A component is evaluated unless its bound reaches max(the k-th smallest cost so far, the
-    smallest cost so far + margin), margin = 2 s ``log_margin``; groups are visited in the order of
-    the group of the smallest bound first. So the k components are exact, and every component left out has cost >= min cost
-    + margin: the skipped mass is at most C exp(-log_margin) times the largest term, and ``out_lse``
+    smallest cost so far + margin), margin = 2 s ``log_margin``. The group of the smallest bound is
+    searched first (starting with its member whose distance to the centre is nearest r), then the
+    others. So the k components are exact, and every component left out has cost >= min cost +
+    margin: the mass left out is at most C exp(-log_margin) times the largest term, and ``out_lse``
     is below the exact value by at most log(1 + C exp(-log_margin)) (``log_margin`` = inf: every
     component evaluated; 0: only the k best are exact, ``out_lse`` and ``out_q`` then cover only the
-    components evaluated).
-    Responsibilities are exp(-(cost_c - cost_min) / 2 s) over that sum (the posterior, not
-    renormalised over the k). OUT: out_idx (n, k) int32 (-1 past C), out_q (n, k), out_lse (n,).
-    Returns the number of costs evaluated.
+    components evaluated). Responsibilities are exp(-(cost_c - cost_min) / 2 s) over that sum (the
+    posterior, not renormalised over the k). OUT: out_idx (n, k) int32 (-1 past C), out_q (n, k),
+    out_lse (n,). Returns the number of costs evaluated.
     """
     n = X.shape[0]
     D = X.shape[1]
