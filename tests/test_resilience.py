@@ -95,7 +95,7 @@ def test_resume_refuses_other_data_or_parameters(client, tmp_path, data):
     daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, checkpoint=run, checkpoint_every=2)
     with pytest.raises(CheckpointError, match="other data"):
         daskclust.KMeans(64, random_state=5, max_iter=4).fit(data[:-10], client=client, resume=run)
-    with pytest.raises(CheckpointError, match="other parameters: n_neighbors=5"):
+    with pytest.raises(CheckpointError, match="other parameters: n_neighbors=10"):
         daskclust.KMeans(64, random_state=5, n_neighbors=3).fit(data, client=client, resume=run)
     with pytest.raises(CheckpointError, match="is of a KMeans"):
         daskclust.GaussianMixture(64, covariance_type="isotropic", random_state=5).fit(data, client=client, resume=run)

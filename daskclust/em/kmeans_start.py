@@ -35,7 +35,9 @@ from .loop import EMSettings, LoopState, run_em
 
 KMEANS_MAX_ITER = 300
 KMEANS_TOL = 1e-5
-"""k-means' stopping rule in the start: :class:`daskclust.KMeans`' defaults."""
+KMEANS_NEIGHBORS = 10
+"""The k-means of the start is :class:`daskclust.KMeans` at its defaults: its stopping rule and
+neighbourhood size (the estimated search, one exploratory cluster per row)."""
 
 
 @dataclass
@@ -64,14 +66,13 @@ class LabelsAsSeedsOp:
     merge = staticmethod(add_arrays)
 
 
-def kmeans_start(engine, centres: np.ndarray, sigma2: float, family: Family, reg: float, n_neighbors: int,
-                 seed: int) -> KMeansStart:
+def kmeans_start(engine, centres: np.ndarray, sigma2: float, family: Family, reg: float, seed: int) -> KMeansStart:
     """Steps 1-3 of the module docstring on ``engine`` (seeded: every chunk holds its seed labels)."""
     t0 = time.perf_counter()
     C = len(centres)
     kmeans = FAMILIES["kmeans"]
     settings = EMSettings(C, 1, kmeans, KMEANS_MAX_ITER, KMEANS_TOL, seed=seed)
-    search = make_search("estimated", SearchConfig(C, 1, min(n_neighbors, C), 1, metric=True))
+    search = make_search("estimated", SearchConfig(C, 1, min(KMEANS_NEIGHBORS, C), 1, metric=True))
     result = run_em(engine, LoopState(0, kmeans.initial_params(centres, sigma2, 0.0)), settings, search)
     # every row's only candidate is its cluster: equal weights and unit variances make the cost a distance
     hard = family.initial_params(result.params.means, 1.0, 0.0)
