@@ -3,9 +3,13 @@
 Iteration t runs the E-step with the parameters Theta_t, records one history
 row, and stops when converged or after ``max_iter`` M-steps; otherwise the
 M-step gives Theta_{t+1} (none during the first ``n_init_esteps`` iterations)
-and the search strategy digests the E-step's pair statistics. The final parameters are therefore always those of
-the last E-step, so ``inertia_`` and the state K(n) left on the workers belong
-to the returned centres (scikit-learn's final E-step, without an extra pass).
+and the search strategy digests the E-step's pair statistics. k-means returns
+the centres of its last E-step, so ``inertia_`` and the state K(n) left on the
+workers belong to them. A mixture that converged returns the M-step that
+followed its last E-step, as scikit-learn's GaussianMixture does (its
+``lower_bound_`` is that E-step's; EM never lowers the likelihood, and where a
+component collapses onto repeated values that last M-step is worth much); one
+stopped by ``max_iter`` has had its ``max_iter`` M-steps already.
 """
 
 from __future__ import annotations
@@ -183,9 +187,16 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         params, prev_f = new, free_energy
         if checkpointer is not None and checkpointer.due(t + 1):
             checkpointer.save(engine, LoopState(t + 1, params, prev_f, history), search.state())
-    params = family.final_params(stats, params, kernel)
+    n_iter = max(0, t - first_m)
+    if done and not family.hard and n_iter < settings.max_iter:
+        # the M-step after the converged E-step (scikit-learn's GaussianMixture); a covariance that defines
+        # no density fails here as it would in the next E-step
+        kernel = family.kernel_params(new)
+        params, n_iter = family.final_params(stats, new, kernel), n_iter + 1
+    else:
+        params = family.final_params(stats, params, kernel)
     warn_if_degenerate(params.means, stats)
-    return EMResult(params, max(0, t - first_m), bool(done), float(scal[QE]), history, stats.S0.copy())
+    return EMResult(params, n_iter, bool(done), float(scal[QE]), history, stats.S0.copy())
 
 
 def warn_if_degenerate(centres: np.ndarray, stats: SuffStats) -> None:
