@@ -44,11 +44,12 @@ from ..names import STATE_SEED_LABEL
 
 log = logging.getLogger("daskclust")
 
-TINY_CLUSTERS = 8
-TINY_ROWS = 512
-TINY_CHUNK_ROWS = 64
-"""The synthetic data set: 8 well separated 2-D blobs, 512 rows in 8 chunks (the kernels do not
-specialise on sizes, only on dtypes and array layouts)."""
+TINY_CLUSTERS = 25
+TINY_ROWS = 1024
+TINY_CHUNK_ROWS = 128
+"""The synthetic data set: 25 well separated 2-D blobs, 1024 rows in 8 chunks (the kernels do not
+specialise on sizes, only on dtypes and array layouts). More clusters than a default neighbourhood
+(G = 10), so that the E-step records pairs outside it and the merge of pair statistics compiles."""
 
 UNITS = ("seeding", "pairs", "labels", "estep")
 """The compilation units, in the order this process takes them (the helper takes them from the
