@@ -2,12 +2,12 @@
 
 Rows (one run, 2 workers x 1 thread, seeding included for everyone):
 
-- fit: daskclust ``GaussianMixture(covariance_type=T)`` with its defaults against scikit-learn's
-  ``GaussianMixture(covariance_type=T)`` started from the same initial parameters (daskclust's
-  seeding: its means, equal weights, sigma^2 I; the seeding's time added to scikit-learn's), on 90 %
-  of the rows; quality is the mean log-likelihood per point of the held-out 10 % (exact, all
-  components). Targets: BIRCH C = 1024 spherical >= 100x, uci_letter C = 500 diag >= 20x, BIRCH
-  C = 1024 full >= 20x, each at a held-out log-likelihood at least as high.
+- fit: daskclust ``GaussianMixture(covariance_type=T)`` against scikit-learn's
+  ``GaussianMixture(covariance_type=T)``, both with their defaults (whole fits: daskclust's seeding
+  and k-means start, scikit-learn's k-means start), seeds 0-2, on 90 % of the rows; quality is the
+  mean log-likelihood per point of the held-out 10 % (exact, all components), mean over the seeds.
+  Targets: BIRCH C = 1024 spherical >= 100x, uci_letter C = 500 diag >= 20x, BIRCH C = 1024 full
+  >= 20x, each at a held-out log-likelihood at least scikit-learn's minus 0.5 % of its magnitude.
 - per-iteration time of every family at C = 256, 1024, 4096 on BIRCH grids of the same N (median of
   6 iterations after the first, tol=0; target: flat within 1.5x), and the E-step's time per
   evaluated (row, component) pair at D = 64.
@@ -21,6 +21,7 @@ Rows (one run, 2 workers x 1 thread, seeding included for everyone):
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +40,10 @@ SCALING_ROWS = 409_600
 SCALING_ITERATIONS = 6
 FAMILIES = ("kmeans", "isotropic", "spherical", "diag", "full")
 HELD_OUT = 0.1
+FIT_SEEDS = (0, 1, 2)
+QUALITY = 0.005
+"""Allowed shortfall of the held-out log-likelihood, as a share of scikit-learn's magnitude (the
+realdata-mixtures suite's target)."""
 PREDICT_BLOCK = 20_000
 
 
@@ -67,48 +72,76 @@ def warm_up(X, client) -> None:
         estimator(16, family, 0, max_iter=2).fit(sample, client=client)
 
 
-def sklearn_from_seeds(train, C, family, client, seed) -> tuple[object, float]:
-    """scikit-learn's GaussianMixture from daskclust's seeding; returns (model, seconds incl. seeding)."""
+def fit_rows(client) -> tuple[list[list], list[str], dict]:
+    """The fit rows (whole fits with both libraries' defaults, seeds ``FIT_SEEDS``); also returns the
+    first seed's fitted model with its held-out rows (for the predict rows)."""
     from sklearn.mixture import GaussianMixture as SKGaussianMixture
 
-    seeds = KMeans(C, random_state=seed, max_iter=0).fit(train, client=client)
-    D = train.shape[1]
-    sigma2 = seeds.history_[0]["quantization_error"] / (D * len(train)) + 1e-6
-    prec = {"spherical": np.full(C, 1 / sigma2), "diag": np.full((C, D), 1 / sigma2),
-            "full": np.broadcast_to(np.eye(D) / sigma2, (C, D, D)).copy()}[family]
-    sk = SKGaussianMixture(C, covariance_type=family, weights_init=np.full(C, 1.0 / C), means_init=seeds.centres_,
-                           precisions_init=prec, random_state=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model, seconds = timed(sk.fit, train)
-    return model, seconds + seeds.seeding_time_
-
-
-def fit_rows(client, seed: int) -> tuple[list[list], list[str], dict]:
-    """The fit rows; also returns each fitted model with its held-out rows (for the predict rows)."""
     rows, notes, models = [], [], {}
     for name, family, target in FIT_CASES:
         C = int(name.split("=")[1])
-        train, test = split(load(name), seed)
+        train, test = split(load(name), 0)
         warm_up(train, client)
-        ours = estimator(C, family, seed).fit(train, client=client)
-        models[(name, family)] = (ours, test)
-        ours_ll = ours.score(test, exact=True)
-        score_error = abs(ours.score(test) - ours_ll)
-        sk, sk_seconds = sklearn_from_seeds(train, C, family, client, seed)
-        sk_ll = float(sk.score(test))
-        speedup = sk_seconds / ours.fit_time_
-        ok = speedup >= target and ours_ll >= sk_ll
-        rows.append([name, family, "daskclust", ours.fit_time_, ours.n_iter_, ours_ll, f"{speedup:.1f}x",
+        ours, theirs = Fits(), Fits()
+        for seed in FIT_SEEDS:
+            model, seconds = timed(lambda: estimator(C, family, seed).fit(train, client=client))
+            if seed == FIT_SEEDS[0]:
+                models[(name, family)] = (model, test)
+            exact = float(model.score(test, exact=True))
+            ours.add(seconds, model.n_iter_, exact, model.seeding_time_, abs(float(model.score(test)) - exact))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ConvergenceWarning at max_iter
+                sk, seconds = timed(lambda: SKGaussianMixture(C, covariance_type=family, random_state=seed).fit(train))
+            theirs.add(seconds, sk.n_iter_, float(sk.score(test)))
+        speedup = theirs.seconds / ours.seconds
+        quality = ours.held_out >= theirs.held_out - QUALITY * abs(theirs.held_out)
+        ok = speedup >= target and quality
+        rows.append([name, family, "daskclust", ours.seconds, ours.iterations, ours.held_out, f"{speedup:.1f}x",
                      f">= {target:.0f}x", "PASS" if ok else "MISS"])
-        rows.append([name, family, "scikit-learn", sk_seconds, int(sk.n_iter_), sk_ll, "1x", "-", "-"])
-        notes.append(f"{name} {family}: daskclust {ours.fit_time_:.2f} s ({ours.n_iter_} iterations, seeding "
-                     f"{ours.seeding_time_:.2f} s), held-out "
-                     f"log-likelihood {ours_ll:.4f} (exact; its default score() differs by {score_error:.1e}); "
-                     f"scikit-learn {sk_seconds:.2f} s ({sk.n_iter_} iterations), "
-                     f"{sk_ll:.4f}; {speedup:.1f}x (target {target:.0f}x at a log-likelihood at least as high): "
+        rows.append([name, family, "scikit-learn", theirs.seconds, theirs.iterations, theirs.held_out, "1x", "-", "-"])
+        notes.append(f"{name} {family}: daskclust {ours.seconds:.2f} s per fit ({ours.iterations:.0f} iterations, "
+                     f"seeding and k-means start {ours.seeding:.2f} s), held-out log-likelihood {ours.held_out:.4f} "
+                     f"(exact; its default score() differs by at most {ours.score_error:.1e}); scikit-learn "
+                     f"{theirs.seconds:.2f} s ({theirs.iterations:.0f} iterations), {theirs.held_out:.4f}; "
+                     f"{speedup:.1f}x (target {target:.0f}x at a held-out log-likelihood at least scikit-learn's "
+                     f"minus {100 * QUALITY:.1f} % of its magnitude: {'met' if quality else 'not met'}): "
                      f"{'PASS' if ok else 'MISS'}")
     return rows, notes, models
+
+
+@dataclass
+class Fits:
+    """One library's fits of one row, one entry per seed: seconds, iterations, held-out
+    log-likelihood, seeding seconds (daskclust's, k-means start included) and the error of the
+    default score against the exact one (daskclust's)."""
+
+    runs: list[tuple[float, int, float, float, float]] = field(default_factory=list)
+
+    def add(self, seconds, iterations, held_out, seeding=0.0, score_error=0.0) -> None:
+        self.runs.append((seconds, iterations, held_out, seeding, score_error))
+
+    def mean(self, column: int) -> float:
+        return float(np.mean([run[column] for run in self.runs]))
+
+    @property
+    def seconds(self) -> float:
+        return self.mean(0)
+
+    @property
+    def iterations(self) -> float:
+        return self.mean(1)
+
+    @property
+    def held_out(self) -> float:
+        return self.mean(2)
+
+    @property
+    def seeding(self) -> float:
+        return self.mean(3)
+
+    @property
+    def score_error(self) -> float:
+        return float(max(run[4] for run in self.runs))
 
 
 def scaling_rows(client, seed: int) -> tuple[list[list], list[str], dict]:
@@ -200,7 +233,7 @@ def run(client, seed: int = 0) -> Table:
     table = Table("Mixture families against scikit-learn's GaussianMixture (2 workers x 1 thread; seeding included)",
                   ["data", "covariance", "system", "seconds", "iterations", "held-out log-likelihood / point",
                    "speedup", "target", "result"])
-    rows, notes, fitted = fit_rows(client, seed)
+    rows, notes, fitted = fit_rows(client)
     table.rows += rows
     table.notes += notes
     scaling, scaling_notes, models = scaling_rows(client, seed)
