@@ -17,6 +17,11 @@ Atomic writes
     target itself (object stores cannot rename), after the old store's
     completion mark is removed, so a reader never takes a half-written store
     for a complete one.
+Deletion
+    Nothing is deleted by pattern. A URL output may not hold glob characters
+    (``*``, ``?``, ``[``, ``]``): fsspec's ``rm`` and zarr's overwrite expand
+    them, so ``memory://x[1].zarr`` would clear ``memory://x1.zarr``. What a
+    writer removes at a URL is listed file by file (:func:`delete_tree`).
 Worker visibility
     :func:`check_workers_see` asks every worker for the fingerprint of a store
     and refuses a store that a worker cannot read or sees differently (a local
@@ -43,6 +48,9 @@ from .errors import InvalidParameterError, OutputRefusedError
 
 KINDS = ("model", "labels", "distances", "scores", "checkpoints", "dataset", "state", "sketch", "trees")
 """Kinds of store daskclust writes (the value of the ``daskclust_store`` attribute)."""
+
+GLOB_CHARACTERS = frozenset("*?[]")
+"""Characters fsspec (and every object store client built on it) expands as a pattern."""
 
 KIND_ATTR = "daskclust_store"
 COMPLETE_ATTR = "daskclust_complete"
@@ -218,6 +226,7 @@ def check_target(location: Location, kind: str, *, overwrite: bool = False,
     ", or ... to ...").
     """
     assert kind in KINDS, kind
+    check_no_pattern(location)
     for source in inputs:
         if source is not None and location.overlaps(source):
             raise OutputRefusedError(
@@ -252,6 +261,7 @@ def writing(location: Location, kind: str, *, overwrite: bool = False,
     """
     if not checked:
         check_target(location, kind, overwrite=overwrite, inputs=inputs, option=option)
+    check_no_pattern(location)
     if location.is_url:
         unmark_complete(location)
         try:
@@ -302,9 +312,40 @@ def discard(path: str) -> None:
 
 def remove_partial(location: Location) -> None:
     """Delete what this call wrote at a URL and could not complete (best effort)."""
-    fs, root = location.filesystem()
     with contextlib.suppress(Exception):
-        fs.rm(root, recursive=True)
+        delete_tree(location)
+
+
+def delete_tree(location: Location) -> None:
+    """Delete the files under the URL ``location`` one by one, then its directories, deepest first.
+
+    Never by pattern: ``find`` lists the tree without expanding glob characters, and each file
+    goes through ``rm_file``, which does not expand them either (``rm`` does).
+    """
+    check_no_pattern(location)
+    fs, root = location.filesystem()
+    entries = fs.find(root, withdirs=True, detail=True)
+    if fs.isfile(root):
+        entries = {root: {"type": "file"}}
+    for path, info in entries.items():
+        if info.get("type") != "directory":
+            fs.rm_file(path)
+    for path in sorted((p for p, info in entries.items() if info.get("type") == "directory"), key=len, reverse=True):
+        with contextlib.suppress(OSError):
+            fs.rmdir(path)
+    with contextlib.suppress(OSError):
+        fs.rmdir(root)
+
+
+def check_no_pattern(location: Location) -> None:
+    """Refuse a URL output holding glob characters (see *Deletion* in the module docstring)."""
+    if location.is_url and GLOB_CHARACTERS & set(location.url):
+        found = "".join(sorted(GLOB_CHARACTERS & set(location.url)))
+        raise OutputRefusedError(
+            f"refusing to write to {location}: a URL output may not contain the glob characters {found!r} "
+            "(fsspec and object stores expand them as patterns when they clear a target, which would delete "
+            "other stores); choose a name without *, ?, [ or ]"
+        )
 
 
 def remove_store(location: Location) -> None:
@@ -314,9 +355,8 @@ def remove_store(location: Location) -> None:
     if not location.is_url:
         discard(location.url)
         return
-    fs, root = location.filesystem()
     with contextlib.suppress(FileNotFoundError):
-        fs.rm(root, recursive=True)
+        delete_tree(location)
 
 
 # ---------------------------------------------------------------- worker visibility
