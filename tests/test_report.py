@@ -107,6 +107,48 @@ def test_files_no_report_wrote_are_never_replaced_and_its_own_only_with_overwrit
     assert "lies inside the input" in capsys.readouterr().err
 
 
+USER_FILES = {
+    "mentions the generator": b'<!DOCTYPE html>\n<meta name="generator" content="daskclust report">\nmy notes',
+    "quotes a mark in its body": b"<!DOCTYPE html>\n<html><body>\n"
+                                 b'<meta name="daskclust-report" content="format=1 kind=page id=' + b"0" * 32 + b'">',
+    "plain notes": b"notes on the daskclust report I ran yesterday\n" * 20,
+}
+
+
+@pytest.mark.parametrize("content", sorted(USER_FILES))
+def test_a_users_page_that_mentions_daskclust_is_never_replaced(stores, tmp_path, capsys, content):
+    """Ownership is the report's mark on the page's third line, not a substring anywhere."""
+    model, _ = stores["kmeans", 2]
+    output = tmp_path / "notes.html"
+    output.write_bytes(USER_FILES[content])
+    assert main(["report", model, "--output", str(output), "--overwrite"]) == 2
+    assert "something exists there that no daskclust report wrote" in capsys.readouterr().err
+    assert output.read_bytes() == USER_FILES[content]
+    assert written(report_paths(output)) == [output]
+
+
+def test_a_page_and_a_figure_only_replace_their_own_kind(stores, tmp_path, capsys):
+    from daskclust.report.mark import marked_kind
+
+    model, _ = stores["kmeans", 2]
+    first, second = tmp_path / "a.html", tmp_path / "b.html"
+    assert main(["report", model, "--output", str(first)]) == 0
+    paths = report_paths(first)
+    assert marked_kind(paths["html"]) == "page"
+    assert {marked_kind(paths[name]) for name in paths if name != "html"} == {"figure"}
+    figure = report_paths(second)["centres"]
+    figure.write_bytes(paths["html"].read_bytes())  # a page where a figure goes
+    assert main(["report", model, "--output", str(second), "--overwrite"]) == 2
+    assert "no daskclust report wrote" in capsys.readouterr().err
+    png = bytearray(paths["centres"].read_bytes())
+    at = png.index(b"daskclust-report")
+    png[at + 20] ^= 1  # the mark's text with a wrong CRC: not a mark
+    figure.write_bytes(bytes(png))
+    assert marked_kind(figure) is None
+    assert main(["report", model, "--output", str(second), "--overwrite"]) == 2
+    capsys.readouterr()
+
+
 def test_a_model_saved_without_cluster_sizes_loads_and_reports_without_them(stores, tmp_path):
     model, data = stores["kmeans", 5]
     stored = load_model(model)

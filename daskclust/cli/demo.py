@@ -34,7 +34,7 @@ def run_demo(n_clusters: int, plot_path: str | None, seed: int) -> int:
             raise InvalidParameterError(f"--plot names the demo's picture, a .png file; got {plot_path!r}")
         pngs = {"convergence": plot_path}
         page = Path(plot_path).with_suffix(".html")
-        check_targets(list(report_paths(page, pngs).values()), overwrite=True, inputs=[])
+        check_targets(report_paths(page, pngs), overwrite=True, inputs=[])
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="daskclust-demo-") as tmp:
         store = Path(tmp) / "birch.zarr"

@@ -8,9 +8,7 @@ import html
 import json
 from dataclasses import dataclass
 
-GENERATOR = "daskclust report"
-"""Marks the files a report writes (the page's ``generator`` meta tag, the PNGs' ``Software``
-text), by which a later report recognises files it may replace."""
+from .mark import PAGE_START, page_mark_line
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -60,13 +58,14 @@ def summary(model, history: list[dict], data: str | None, n_sampled: int | None)
     return rows
 
 
-def render(title: str, rows: list[tuple[str, str]], params: dict, panels: list[Panel], notes: list[str]) -> str:
-    """The HTML page."""
+def render(title: str, rows: list[tuple[str, str]], params: dict, panels: list[Panel], notes: list[str],
+           report_id: str) -> str:
+    """The HTML page of the report ``report_id``, its ownership mark on its third line
+    (:mod:`daskclust.report.mark`)."""
     esc = html.escape
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta name="generator" content="{GENERATOR}">',
+        *PAGE_START,
+        page_mark_line(report_id),
         f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
         "<h2>Summary</h2>",

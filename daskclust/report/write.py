@@ -21,7 +21,8 @@ from ..data import as_chunked_data
 from ..errors import InvalidParameterError, OutputRefusedError
 from ..io import Location, input_store, source_location
 from .figures import centres_figure, check_history, convergence_figure, distances_figure, sizes_figure
-from .page import GENERATOR, Panel, render, summary
+from .mark import MARK_KEY, mark, marked_kind, new_report_id
+from .page import Panel, render, summary
 from .view import DEFAULT_SAMPLE, check_width, sample_rows, view_of
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def write_report(model, output: str | os.PathLike, *, data=None, array: str | No
     if sizes is None:
         del paths["sizes"]
     source = source_location(data)
-    check_targets(list(paths.values()), overwrite, [input_store(data), *map(Location.parse, inputs)])
+    check_targets(paths, overwrite, [input_store(data), *map(Location.parse, inputs)])
 
     rows = sample_rows(chunked, sample, seed) if chunked is not None else None
     centres = model_centres(model)
@@ -116,22 +117,23 @@ def write_report(model, output: str | os.PathLike, *, data=None, array: str | No
                "centres": centres_figure(view_of(centres, rows), centres, rows)}
     if sizes is not None:
         figures["sizes"] = sizes_figure(sizes)
-    pngs = {name: png_bytes(figures[name]) for name in FIGURES if name in figures}  # in the page's order
+    report_id = new_report_id()
+    pngs = {name: png_bytes(figures[name], report_id) for name in FIGURES if name in figures}  # in the page's order
     panels = [Panel(FIGURES[name], _relative(paths[name], paths["html"]), png) for name, png in pngs.items()]
     notes = [] if sizes is not None else ["Cluster sizes: not stored with this model (saved by an older daskclust)."]
     described = None if data is None else str(source) if source is not None else f"the {type(data).__name__} given"
     page = render(f"daskclust report: {owner}", summary(model, history, described, None if rows is None else len(rows)),
-                  model.model_params(), panels, notes)
+                  model.model_params(), panels, notes, report_id)
     for name, png in pngs.items():
         write_atomically(paths[name], png)
     write_atomically(paths["html"], page.encode("utf-8"))
     return paths
 
 
-def png_bytes(fig: Figure) -> bytes:
-    """The figure as PNG bytes, marked as a report's (:data:`GENERATOR`)."""
+def png_bytes(fig: Figure, report_id: str) -> bytes:
+    """The figure as PNG bytes, carrying the figure mark of the report ``report_id``."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": GENERATOR})
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": "daskclust", MARK_KEY: mark("figure", report_id)})
     return buffer.getvalue()
 
 
@@ -140,17 +142,11 @@ def _relative(path: Path, page: Path) -> str:
     return os.path.relpath(path.resolve(), page.resolve().parent)
 
 
-def _written_by_a_report(path: Path) -> bool:
-    """Whether the file at ``path`` carries a report's mark (in its first bytes: the PNG text chunk
-    or the page's meta tag, both before the content)."""
-    with open(path, "rb") as f:
-        return GENERATOR.encode() in f.read(4096)
-
-
-def check_targets(paths: list[Path], overwrite: bool, inputs) -> None:
-    """Refuse, before any work, outputs lying inside an input or under a file, files that no report
-    wrote, and a report's files without ``overwrite``."""
-    for path in paths:
+def check_targets(paths: dict[str, Path], overwrite: bool, inputs) -> None:
+    """Refuse, before any work, outputs lying inside an input or under a file, files that carry no
+    report mark of their own kind (a page for the page, a figure for a figure), and a report's files
+    without ``overwrite``."""
+    for role, path in paths.items():
         target = Location.parse(path)
         for source in inputs:
             if source is not None and target.overlaps(source):
@@ -160,7 +156,7 @@ def check_targets(paths: list[Path], overwrite: bool, inputs) -> None:
             raise OutputRefusedError(f"cannot write the report's {path}: {existing} is a file, not a directory")
         if not path.exists():
             continue
-        if not path.is_file() or not _written_by_a_report(path):
+        if not path.is_file() or marked_kind(path) != ("page" if role == "html" else "figure"):
             raise OutputRefusedError(f"refusing to write the report's {path}: something exists there that no "
                                      "daskclust report wrote; choose another output")
         if not overwrite:
