@@ -60,8 +60,14 @@ class Checkpoint:
     meta: dict
 
 
+CONTENT = "content"
+"""Key of the data's content fingerprint (:meth:`daskclust.engine.Engine.content_fingerprint`) in a
+:func:`data_fingerprint`: added once the fit has read the data, before anything derived is saved."""
+
+
 def data_fingerprint(data) -> dict:
-    """What must match for a checkpoint to resume on given data."""
+    """What must match, before any work, for a checkpoint to resume on given data: shape, dtype,
+    chunking, weights (the content is compared once the data are read, :func:`check_content`)."""
     return {
         "n_samples": data.n_samples,
         "n_features": data.n_features,
@@ -121,6 +127,7 @@ class Checkpointer:
         target = f"{final}.tmp" if local else final
         if local:
             discard(target)
+        self.meta["data"][CONTENT] = engine.content_fingerprint()
         group = zarr.open_group(target, mode="w", **self.location.zarr_kwargs)
         for name, value in state.params.arrays().items():
             group.create_array(name, data=np.array(value, order="C"), config=ARRAY_CONFIG)  # 0-d stays 0-d
@@ -259,7 +266,24 @@ def check_resumable(checkpoint: Checkpoint, kind: str, params: dict, fingerprint
     if differing:
         listed = ", ".join(f"{k}={meta['params'][k]!r}" for k in differing)
         raise CheckpointError(f"checkpoint {checkpoint.url!r} was written with other parameters: {listed}")
-    if meta["data"] != fingerprint:
-        raise CheckpointError(f"checkpoint {checkpoint.url!r} was written for other data "
-                              f"(shape, dtype, chunking or weights differ)")
+    recorded = {k: v for k, v in meta["data"].items() if k != CONTENT}
+    if recorded != fingerprint:
+        differing = sorted(k for k in set(recorded) | set(fingerprint) if recorded.get(k) != fingerprint.get(k))
+        listed = "; ".join(f"{k}: checkpoint {recorded.get(k)!r}, data {fingerprint.get(k)!r}" for k in differing)
+        raise CheckpointError(f"checkpoint {checkpoint.url!r} was written for other data ({listed})")
+    if not isinstance(meta["data"].get(CONTENT), str):
+        raise CheckpointError(f"checkpoint {checkpoint.url!r} records no content fingerprint of its data (written by "
+                              "an older daskclust), so it cannot be checked against the data given: start a new fit")
+
+
+def check_content(checkpoint: Checkpoint, engine, described: str) -> None:
+    """Refuse to resume on data whose content differs from the data the checkpoint was written on
+    (before any of its state is restored)."""
+    recorded, found = checkpoint.meta["data"][CONTENT], engine.content_fingerprint()
+    if recorded != found:
+        raise CheckpointError(
+            f"checkpoint {checkpoint.url!r} was written for other data: same shape, dtype and chunking, but its data's "
+            f"content fingerprint is {recorded[:16]}... and that of {described} is {found[:16]}...; resume with the "
+            "data it was written on, or start a new fit"
+        )
 

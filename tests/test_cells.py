@@ -134,8 +134,14 @@ def test_trees_are_saved_and_reused_across_fits(client, tmp_path):
     assert np.allclose(first.means_, again.means_, rtol=1e-10, atol=1e-10)
     assert [r["cells"] for r in first.refinement_] == [r["cells"] for r in again.refinement_]
     assert first.bytes_read_ - again.bytes_read_ == X.nbytes  # the second fit skipped the tree pass
-    with pytest.raises(InvalidParameterError, match="other data or settings"):
+    with pytest.raises(InvalidParameterError, match="other data or settings: leaf_size: store 16, this fit 8"):
         CellGaussianMixture(4, leaf_size=8, tree_store=trees).fit(path, client=client)
+    other = X.copy()
+    other[4321, 0] += 0.5  # same shape, dtype and chunking: only the content says it is other data
+    zarr.create_array(tmp_path / "y.zarr", data=other, chunks=(1000, 2))
+    with pytest.raises(InvalidParameterError, match="other data or settings: content: store '"):
+        CellGaussianMixture(4, random_state=2, memory_budget=1, tree_store=trees).fit(str(tmp_path / "y.zarr"),
+                                                                                      client=client)
 
 
 def test_same_model_after_resume(client, tmp_path):

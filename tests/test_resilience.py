@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -101,6 +102,46 @@ def test_resume_refuses_other_data_or_parameters(client, tmp_path, data):
         daskclust.GaussianMixture(64, covariance_type="isotropic", random_state=5).fit(data, client=client, resume=run)
     with pytest.raises(CheckpointError, match="no checkpoint"):
         daskclust.KMeans(64).fit(data, client=client, resume=tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("form", ["numpy", "zarr"])
+def test_resume_refuses_other_data_of_the_same_shape_and_chunking(client, tmp_path, data, form):
+    """The content fingerprint, not the shape, says whose checkpoint it is: one changed value is other data."""
+    other = data.copy()
+    other[123, 1] += 1.0
+    if form == "zarr":
+        data, other = write_zarr(tmp_path / "a.zarr", data, 400), write_zarr(tmp_path / "b.zarr", other, 400)
+    run = tmp_path / "run"
+    first = daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, checkpoint=run,
+                                                                  checkpoint_every=2)
+    assert len(first.training_data_["fingerprint"]["content"]) == 64
+    with pytest.raises(CheckpointError, match="same shape, dtype and chunking, but its data's content fingerprint"):
+        daskclust.KMeans(64, random_state=5, max_iter=6).fit(other, client=client, resume=run)
+    resumed = daskclust.KMeans(64, random_state=5, max_iter=6).fit(data, client=client, resume=run)
+    assert resumed.training_data_["fingerprint"] == first.training_data_["fingerprint"]
+
+
+def test_fit_resume_on_the_command_line_refuses_other_data(tmp_path, data, capsys):
+    other = data.copy()
+    other[::7] *= 1.001
+    a, b = write_zarr(tmp_path / "a.zarr", data, 400), write_zarr(tmp_path / "b.zarr", other, 400)
+    run, out = str(tmp_path / "run"), str(tmp_path / "m.zarr")
+    assert main(["fit", a, "--clusters", "16", "--max-iter", "2", "--checkpoint", run, "--checkpoint-every", "1", "--quiet",
+                 "--output", str(tmp_path / "first.zarr")]) == 0
+    assert main(["fit", "--resume", run, b, "--max-iter", "4", "--quiet", "--output", out]) == 2
+    assert "content fingerprint" in capsys.readouterr().err
+    assert not os.path.exists(out)
+
+
+def test_a_checkpoint_without_a_content_fingerprint_is_refused(client, tmp_path, data):
+    run = tmp_path / "run"
+    daskclust.KMeans(64, random_state=5, max_iter=2).fit(data, client=client, checkpoint=run, checkpoint_every=2)
+    group = zarr.open_group(checkpoint.latest(run), mode="a")
+    meta = json.loads(group.attrs["meta"])
+    del meta["data"]["content"]
+    group.attrs["meta"] = json.dumps(meta)
+    with pytest.raises(CheckpointError, match="records no content fingerprint"):
+        daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, resume=run)
 
 
 @pytest.mark.parametrize("state", ["memory", "zarr"])

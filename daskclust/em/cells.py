@@ -233,8 +233,8 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
     if store is not None and is_complete(store):
         found = (read_root_attrs(store) or {}).get("daskclust_trees")
         if found != meta:
-            raise InvalidParameterError(f"the tree store {store} holds trees of other data or settings ({found}); "
-                                        f"this fit needs {meta}: choose another tree_store")
+            raise InvalidParameterError(f"the tree store {store} holds trees of other data or settings: "
+                                        f"{_differences(found, meta)}; choose another tree_store")
         engine.load_state(store.url)
         return engine.map_reduce(FrontierOp(depth))
     with engine.phase("kd-trees"):
@@ -246,6 +246,20 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
             engine.save_state(target.url)
             mark(target, "trees", complete=False, extra={"daskclust_trees": meta})
     return built
+
+
+def _differences(found, wanted: dict) -> str:
+    """What differs between a tree store's record and this fit's, both sides named (data fields flattened)."""
+    if not isinstance(found, dict):
+        return f"the store records {found!r}, this fit needs {wanted}"
+
+    def flat(record: dict) -> dict:
+        data = record.get("data") if isinstance(record.get("data"), dict) else {"data": record.get("data")}
+        return {**{k: v for k, v in record.items() if k != "data"}, **data}
+
+    a, b = flat(found), flat(wanted)
+    return "; ".join(f"{k}: store {a.get(k)!r}, this fit {b.get(k)!r}" for k in sorted(set(a) | set(b))
+                     if a.get(k) != b.get(k))
 
 
 @dataclass

@@ -10,6 +10,7 @@ driver receives only the root's. Nothing of size N travels to the driver.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
 from dataclasses import dataclass
@@ -117,6 +118,7 @@ class Engine:
         self.memory_budget = 0  # bytes, known once started
         self.n_passes = 0
         self.pass_seconds = 0.0
+        self._content: str | None = None
 
     def residence(self) -> str:
         """Where the rows are, and why, for the fit's messages: persisted on the workers, or streamed
@@ -278,6 +280,20 @@ class Engine:
     def bytes_read(self) -> int:
         """Bytes the workers have read from the data's sources so far (0 for pushed numpy data)."""
         return int(sum(self._on_all("bytes_read")))
+
+    def content_fingerprint(self) -> str:
+        """The data's content fingerprint: SHA-256 over every chunk's digest in chunk order (each
+        computed on the worker holding the chunk, when it was first read and validated; chunks not read
+        yet are read now). Stores derived from the data record it and are refused with other data."""
+        if self._content is None:
+            digests: dict[int, str] = {}
+            for held in self._on_all("content_digests"):
+                digests.update(held)
+            combined = hashlib.sha256()
+            for index in range(self.data.n_chunks):
+                combined.update(f"{index}:{digests[index]}\n".encode())
+            self._content = combined.hexdigest()
+        return self._content
 
     def _on_all(self, method: str, *args) -> list:
         """Call ``method`` on every shard at once and return their results."""

@@ -10,6 +10,7 @@ that its sums only depend on which chunks it holds.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,8 +38,27 @@ class _Slot:
     X: np.ndarray | None = None
     w: np.ndarray | None = None
     validated: bool = False
+    digest: str | None = None  # content digest of the chunk's rows and weights in source order, set when validated
     state: dict[str, np.ndarray] = field(default_factory=dict)
     perm: np.ndarray | None = None  # row order on the worker: local row i is source row perm[i]
+
+
+def chunk_digest(X: np.ndarray, w: np.ndarray) -> str:
+    """BLAKE2b-128 of a chunk's shape, dtype, row bytes and weight bytes (C order): the chunk's part of
+    the data's content fingerprint (hashlib releases the GIL while it hashes)."""
+    digest = hashlib.blake2b(f"{X.shape}{X.dtype.str}{w.shape}".encode(), digest_size=16)
+    digest.update(np.ascontiguousarray(X).data)
+    if w.shape[0]:
+        digest.update(np.ascontiguousarray(w).data)
+    return digest.hexdigest()
+
+
+def _in_source_order(slot: _Slot, X: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A held chunk's rows and weights in the order of the source (held rows may be sorted by cluster)."""
+    if slot.perm is None:
+        return X, w
+    inverse = np.argsort(slot.perm)
+    return X[inverse], (w[inverse] if w.shape[0] else w)
 
 
 def _worker():
@@ -144,6 +164,7 @@ class Shard:
         w = _NO_WEIGHTS if w is None else np.ascontiguousarray(w, dtype=np.float64)
         if not slot.validated:
             self._validate(slot, X, w)
+            slot.digest = chunk_digest(*(_in_source_order(slot, X, w) if slot.X is not None else (X, w)))
             slot.validated = True
         if slot.perm is not None and slot.X is None:  # streamed: put the fresh rows in the worker's order
             X = np.ascontiguousarray(X[slot.perm])
@@ -175,6 +196,13 @@ class Shard:
                     f"sample_weight[{slot.start + bad}] = {float(w[bad])!r} (chunk {slot.index}) is negative or "
                     "not finite; weights must be finite and non-negative"
                 )
+
+    def content_digests(self) -> dict[int, str]:
+        """The content digest of every chunk held, by chunk index (:func:`chunk_digest`); chunks not
+        read yet are read (and validated) now, in parallel."""
+        unread = [slot for slot in self._slots.values() if slot.digest is None]
+        list(self._pool.map(self._load, unread))
+        return {index: slot.digest for index, slot in self._slots.items()}
 
     def bytes_read(self) -> int:
         """Bytes this shard has read from its sources (rows times their stored width), for the

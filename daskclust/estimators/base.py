@@ -16,7 +16,9 @@ from sklearn.base import BaseEstimator
 
 from ..checkpoint import (
     Checkpoint,
+    CONTENT,
     Checkpointer,
+    check_content,
     check_resumable,
     data_fingerprint,
     list_checkpoints,
@@ -428,11 +430,14 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                                                 "method": seeding.method}
                         start = LoopState(0, params if start_params is None else start_params)
                     else:
+                        source = plan.meta["source"]
+                        check_content(resumed, engine, source["url"] if source else "the data given")
                         restore_chunk_states(engine, resumed.url)
                         search.restore(resumed.search)
                         start = resumed.state
                         progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
                     result = self._iterate(engine, start, plan, search, progress)
+                    plan.meta["data"][CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
                     self.bytes_read_ += engine.bytes_read()
                 return result, plan.meta["seeding"]
             except WorkerLost as lost:

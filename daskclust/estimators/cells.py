@@ -11,7 +11,7 @@ from ..em.greedy import GatherCellsOp, add_component
 from ..em.loop import LoopState
 from ..kernels.rng import stream_key
 from ..names import STREAM_GREEDY
-from ..checkpoint import data_fingerprint
+from ..checkpoint import CONTENT, data_fingerprint
 from ..errors import InvalidParameterError
 from ..io import Location
 from ..models import FAMILIES
@@ -127,7 +127,8 @@ class CellGaussianMixture(GaussianMixture):
         if resumed:
             return engine.map_reduce(CountCellsOp())
         store = Location.parse(self.tree_store) if self.tree_store is not None else None
-        return build_cells(engine, refine, full, store, data_fingerprint(engine.data), self._n_clusters())
+        fingerprint = {**data_fingerprint(engine.data), CONTENT: engine.content_fingerprint()}
+        return build_cells(engine, refine, full, store, fingerprint, self._n_clusters())
 
     def _iterate(self, engine, start, plan, search, progress):
         refine = RefineSettings(self.leaf_size, self.initial_depth, self.refine_tol, self.max_refine,
