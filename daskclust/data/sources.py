@@ -34,8 +34,9 @@ class BlockSource:
         ``"zarr"``: a ``zarr.Array`` that every worker opens and reads directly.
         ``"dask"``: any other dask array: persisted on the cluster when it fits the
         memory budget, otherwise each chunk's graph is computed where it is needed.
-        ``"sketch"``: a pair of ``zarr.Array`` (values, indices) of a sketch store
-        (:mod:`daskclust.transforms.sketch`), read like ``"zarr"`` and packed into one row.
+        ``"sketch"``: ``zarr.Array`` values and indices of a sketch store and the number of
+        features P their indices range over (:mod:`daskclust.transforms.sketch`), read like
+        ``"zarr"``, checked and packed into one row.
     array
         The numpy array, ``zarr.Array`` or dask array.
     dtype
@@ -50,7 +51,7 @@ class BlockSource:
     @property
     def row_bytes(self) -> int:
         """Bytes one row takes in the source array(s), as stored (before conversion to ``dtype``)."""
-        arrays = self.array if self.kind == "sketch" else (self.array,)
+        arrays = self.array[:2] if self.kind == "sketch" else (self.array,)
         return sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays)
 
     def read(self, start: int, stop: int) -> np.ndarray:
@@ -58,18 +59,32 @@ class BlockSource:
         if self.kind == "dask":
             block = self.array[start:stop].compute(scheduler="sync")
         elif self.kind == "sketch":
-            values, indices = self.array
-            block = pack_sketch(values[start:stop], indices[start:stop])
+            values, indices, n_features = self.array
+            block = pack_sketch(values[start:stop], indices[start:stop], n_features)
         else:
             block = self.array[start:stop]
         return np.ascontiguousarray(block, dtype=self.dtype)
 
 
-def pack_sketch(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
+def pack_sketch(values: np.ndarray, indices: np.ndarray, n_features: int) -> np.ndarray:
     """Sketch rows as the E-step kernels read them: (n, 2Q) float64, values then indices (exact as floats
-    below 2^53), so a sketch row is one row of the engine's chunks (:mod:`daskclust.transforms.sketch`)."""
-    return np.ascontiguousarray(np.hstack([np.asarray(values, dtype=np.float64),
-                                           np.asarray(indices, dtype=np.float64)]))
+    below 2^53), so a sketch row is one row of the engine's chunks (:mod:`daskclust.transforms.sketch`).
+
+    The kernels index P-long arrays with the indices: every index is checked to lie in [0, P) first
+    (InvalidDataError otherwise), as are the shapes of the two blocks.
+    """
+    values, indices = np.asarray(values), np.asarray(indices)
+    if values.ndim != 2 or indices.shape != values.shape:
+        raise InvalidDataError(f"a sketch's values {values.shape} and indices {indices.shape} must be two arrays of "
+                               "the same (rows, Q) shape")
+    if indices.dtype.kind not in "iu":
+        raise InvalidDataError(f"a sketch's indices must be integers, not {indices.dtype}")
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_features):
+        raise InvalidDataError(f"a sketch's indices must lie in [0, {n_features}) (the sketched rows' features); "
+                               f"found {int(indices.min())} .. {int(indices.max())}: the sketch is damaged or does "
+                               "not belong to its transform")
+    return np.ascontiguousarray(np.hstack([values.astype(np.float64, copy=False),
+                                           indices.astype(np.float64, copy=False)]))
 
 
 def is_path_like(obj: Any) -> bool:

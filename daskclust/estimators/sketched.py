@@ -250,11 +250,14 @@ class SketchedGaussianMixture(GaussianMixture):
             return super().predict(X, output=output, storage_options=storage_options, overwrite=overwrite,
                                    inputs=inputs)
         self._check_fitted()
-        if X.n_features != self.n_features_in_:
-            raise InvalidDataError(f"the sketch is of {X.n_features} features, the model of {self.n_features_in_}")
+        differing = self.sketch_transform_.differences(X.transform)
+        if differing:
+            raise InvalidDataError(f"the sketch was not taken with this model's sketch transform (model against "
+                                   f"sketch: {', '.join(differing)}): its entries mean other features; sketch the "
+                                   "rows with model.sketch_transform_ or predict on the raw rows")
         kernel = SketchedFamily(self.covariance_type, X.n_kept).kernel_params(self._model())
         if X.in_memory:
-            packed = pack_sketch(X.values, X.indices)
+            packed = pack_sketch(X.values, X.indices, X.n_features)
             return np.concatenate([sketch_labels(packed[s:s + ROW_BLOCK], kernel)
                                    for s in range(0, len(packed), ROW_BLOCK)])
         lazy = X.chunked().X

@@ -90,6 +90,36 @@ class SketchTransform:
     precondition: str
     seed: int
 
+    def __post_init__(self):
+        """Refuse a transform whose fields disagree (read from a store, or built by hand): the kernels index
+        P-long arrays with what it says."""
+        P, Q = self.n_features, self.n_kept
+        problems = []
+        if not (isinstance(P, (int, np.integer)) and isinstance(Q, (int, np.integer)) and 1 <= Q <= P):
+            problems.append(f"n_kept {Q!r} must be an integer in [1, n_features {P!r}]")
+        signs, shared = np.asarray(self.signs), np.asarray(self.shared)
+        if signs.shape != (P,) or not np.all(np.abs(signs) == 1):
+            problems.append(f"the sign flips must be {P!r} values of +-1 (found shape {signs.shape})")
+        if shared.ndim != 1 or shared.dtype.kind not in "iu" or len(shared) >= Q \
+                or np.any((shared < 0) | (shared >= P)) or np.any(np.diff(shared) <= 0):
+            problems.append(f"the shared features must be fewer than n_kept, distinct, sorted indices in [0, {P!r})")
+        if self.precondition not in PRECONDITIONS:
+            problems.append(f"precondition {self.precondition!r} is not one of {PRECONDITIONS}")
+        if not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            problems.append(f"seed {self.seed!r} must be a non-negative integer")
+        if problems:
+            raise InvalidDataError(f"inconsistent sketch transform: {'; '.join(problems)}")
+
+    def differences(self, other: SketchTransform) -> list[str]:
+        """The fields in which ``other`` differs from this transform (empty: the same operator)."""
+        found = [f"{name} {getattr(self, name)!r} against {getattr(other, name)!r}"
+                 for name in ("n_features", "n_kept", "precondition", "seed") if getattr(self, name) != getattr(other, name)]
+        if not found and not np.array_equal(self.signs, other.signs):
+            found.append("the sign flips")
+        if not found and not np.array_equal(self.shared, other.shared):
+            found.append("the shared features")
+        return found
+
     @classmethod
     def draw(cls, n_features: int, n_kept: int, n_shared: int, precondition: str, seed: int) -> SketchTransform:
         """Signs and shared features drawn from the seed's own streams."""
@@ -143,9 +173,21 @@ class SketchTransform:
 
     @classmethod
     def from_attrs(cls, attrs: dict) -> SketchTransform:
-        """The transform stored by :meth:`attrs`."""
-        return cls(int(attrs["n_features"]), int(attrs["n_kept"]), np.asarray(attrs["signs"], dtype=np.int8),
-                   np.asarray(attrs["shared"], dtype=np.int64), str(attrs["precondition"]), int(attrs["seed"]))
+        """The transform stored by :meth:`attrs` (InvalidDataError if a field is missing, of the wrong type or
+        inconsistent with the others)."""
+        try:
+            fields = {name: attrs[name] for name in ("n_features", "n_kept", "precondition", "seed", "signs", "shared")}
+            if not all(isinstance(fields[name], int) and not isinstance(fields[name], bool)
+                       for name in ("n_features", "n_kept", "seed")) or not isinstance(fields["precondition"], str):
+                raise TypeError("n_features, n_kept and seed must be integers, precondition a string")
+            signs = np.asarray(fields["signs"])
+            shared = np.asarray(fields["shared"], dtype=np.int64) if len(fields["shared"]) else np.empty(0, np.int64)
+            if signs.dtype.kind not in "iu":
+                raise TypeError("the sign flips must be integers")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidDataError(f"the stored sketch transform is damaged ({type(exc).__name__}: {exc})") from exc
+        return cls(fields["n_features"], fields["n_kept"], signs.astype(np.int8), shared, fields["precondition"],
+                   fields["seed"])
 
 
 class SketchGeometry:
@@ -196,6 +238,26 @@ class SketchedData:
     weights: object | None
     transform: SketchTransform
 
+    def __post_init__(self):
+        """Refuse arrays that disagree with each other or with the transform (before any kernel reads them);
+        the indices of a store are range-checked chunk by chunk as they are read (:func:`pack_sketch`)."""
+        values, indices, Q = self.values, self.indices, self.transform.n_kept
+        shape = tuple(getattr(values, "shape", ()))
+        if len(shape) != 2 or shape[1] != Q or tuple(getattr(indices, "shape", ())) != shape:
+            raise InvalidDataError(f"the sketch's values {shape} and indices {tuple(getattr(indices, 'shape', ()))} must "
+                                   f"both be (rows, n_kept = {Q}) as its transform says")
+        if np.dtype(values.dtype).kind != "f" or np.dtype(indices.dtype).kind not in "iu":
+            raise InvalidDataError(f"a sketch holds float values and integer indices, not {values.dtype} and "
+                                   f"{indices.dtype}")
+        if self.weights is not None and tuple(getattr(self.weights, "shape", ())) != shape[:1]:
+            raise InvalidDataError(f"the sketch's weights {tuple(getattr(self.weights, 'shape', ()))} must be one per "
+                                   f"row ({shape[0]})")
+        if isinstance(indices, np.ndarray):
+            pack_sketch(values[:0], indices[:0], self.n_features)  # shapes; the range below, without copying
+            if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_features):
+                raise InvalidDataError(f"a sketch's indices must lie in [0, {self.n_features}); found "
+                                       f"{int(indices.min())} .. {int(indices.max())}")
+
     @property
     def n_samples(self) -> int:
         """N, the sketched rows."""
@@ -235,12 +297,12 @@ class SketchedData:
             raise InvalidDataError(f"the sketch has {self.n_samples} rows, fewer than the {min_samples} required "
                                    "(n_samples must be at least the number of clusters)")
         if self.in_memory:
-            return as_chunked_data(pack_sketch(self.values, self.indices), self.weights, chunk_rows=chunk_rows,
+            return as_chunked_data(pack_sketch(self.values, self.indices, self.n_features), self.weights, chunk_rows=chunk_rows,
                                    min_samples=min_samples)
         rows = int(chunk_rows or self.values.chunks[0])
         lazy = da.concatenate([da.from_zarr(self.values, chunks=(rows, Q)).astype(np.float64),
                                da.from_zarr(self.indices, chunks=(rows, Q)).astype(np.float64)], axis=1)
-        source = BlockSource("sketch", (self.values, self.indices), np.dtype(np.float64))
+        source = BlockSource("sketch", (self.values, self.indices, self.n_features), np.dtype(np.float64))
         weights = weight_source = None
         if self.weights is not None:
             weights = da.from_zarr(self.weights, chunks=(rows,))
