@@ -125,6 +125,26 @@ def test_greedy_learning_finds_the_five_components(client, criterion):
     assert all(b >= a - 1e-9 * abs(a) for a, b in zip(F[:5], F[1:5]))  # each addition raised the bound
 
 
+@pytest.mark.parametrize("bad, match", [
+    (lambda X: X[:, :1], "X_val has 1 features, X has 2"),
+    (lambda X: np.hstack([X, X]), "X_val has 4 features, X has 2"),
+    (lambda X: np.full_like(X, np.nan), "X_val: X contains NaN or inf in row 0"),
+    (lambda X: X[:0], r"non-empty 2-D array of rows, got shape \(0, 2\)"),
+    (lambda X: X[0], r"non-empty 2-D array of rows, got shape \(2,\)"),
+    (lambda X: np.array([["a", "b"]]), "X_val must be numeric rows"),
+])
+def test_greedy_validation_rows_are_checked_before_any_work(monkeypatch, bad, match):
+    """Rows of another width were read past their ends inside numba; all-NaN rows chose one component."""
+    from daskclust import GreedyGaussianMixture
+    from daskclust.errors import InvalidDataError
+    from daskclust.estimators import base
+
+    monkeypatch.setattr(base, "connect", lambda *a, **k: pytest.fail("no cluster work may start"))
+    X, _ = mixture(n=400, C=2, seed=1)
+    with pytest.raises(InvalidDataError, match=match):
+        GreedyGaussianMixture(3).fit(X, X_val=bad(X))
+
+
 def test_trees_are_saved_and_reused_across_fits(client, tmp_path):
     X, _ = mixture(n=8000, C=4, seed=6)
     zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(1000, 2))

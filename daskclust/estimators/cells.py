@@ -12,11 +12,12 @@ from ..em.loop import LoopState
 from ..kernels.rng import stream_key
 from ..names import STREAM_GREEDY
 from ..checkpoint import CONTENT, data_fingerprint
-from ..errors import InvalidParameterError
+from ..errors import InvalidDataError, InvalidParameterError
 from ..io import Location
 from ..models import FAMILIES
 from ..models.cells import CELL_FAMILIES
 from .gaussian_mixture import GaussianMixture
+from .apply import check_block
 from .inference import MixtureIndex
 from .params import AnyValue, Interval, Options
 
@@ -223,12 +224,19 @@ class GreedyGaussianMixture(CellGaussianMixture):
         if kwargs.get("checkpoint") is not None or kwargs.get("resume") is not None:
             raise InvalidParameterError("GreedyGaussianMixture does not checkpoint: its number of components changes "
                                         "within the fit; fit CellGaussianMixture(n_components_) to checkpoint")
-        self._X_val = None if X_val is None else np.asarray(X_val, dtype=np.float64)
+        self._X_val = None if X_val is None else validation_rows(X_val)
         self._fitting, self._k = True, 1
         try:
             return super().fit(X, y, sample_weight, client=client, **kwargs)
         finally:
             self._fitting = False
+
+    def _check_initial_params(self, n_clusters, n_features):
+        super()._check_initial_params(n_clusters, n_features)
+        X_val = getattr(self, "_X_val", None)
+        if X_val is not None and X_val.shape[1] != n_features:
+            raise InvalidDataError(f"X_val has {X_val.shape[1]} features, X has {n_features}: the held-out rows "
+                                   "must be rows of the same features")
 
     def _set_fitted(self, result, seeding, n_features, seed_value, seconds) -> None:
         self._fitting = False
@@ -278,3 +286,18 @@ class GreedyGaussianMixture(CellGaussianMixture):
             return None
         index = MixtureIndex(FAMILIES[self.covariance_type], params, exact=True)
         return float(index.top(self._X_val, 1)[2].mean())
+
+
+def validation_rows(X_val) -> np.ndarray:
+    """Held-out rows as a C-contiguous float64 (n, D) array with n >= 1, every value finite (checked before
+    a kernel reads them: they are scored against every component)."""
+    try:
+        rows = np.ascontiguousarray(X_val, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDataError(f"X_val must be numeric rows ({type(exc).__name__}: {exc})") from exc
+    if rows.ndim != 2 or rows.shape[0] == 0 or rows.shape[1] == 0:
+        raise InvalidDataError(f"X_val must be a non-empty 2-D array of rows, got shape {rows.shape}")
+    try:
+        return check_block(rows)
+    except InvalidDataError as exc:
+        raise InvalidDataError(f"X_val: {exc}") from exc
