@@ -214,21 +214,80 @@ def load(path: str | os.PathLike) -> Checkpoint:
         raise CheckpointError(f"checkpoint {url!r} has format {attrs.get('daskclust_checkpoint')!r}, not one this "
                               f"daskclust ({__version__}) reads")
     try:
-        meta = json.loads(attrs["meta"])
-        if not isinstance(meta, dict) or not {"kind", "params", "data", "seed"} <= set(meta):
-            raise ValueError("its metadata lack the estimator, data or seed")
+        meta = check_meta(json.loads(attrs["meta"]))
         _verify(group, url, len(meta["data"]["bounds"]) - 1)
         search = {key: group[f"search_{key}"][:] for key in attrs["search_keys"]}
         params = Params(**{name: group[name][...] for name in PARAM_ARRAYS})  # [...]: 0-d arrays too
         history = json.loads(attrs["history"])
         for row in history:
             row.setdefault("data", "full")  # a checkpoint written before history_ had the column
-        state = LoopState(int(attrs["iteration"]), params, attrs["prev_f"], history)
+        iteration, prev_f = attrs["iteration"], attrs["prev_f"]
+        if not _is_int(iteration) or not 0 <= iteration <= len(history):
+            raise ValueError(f"its iteration {iteration!r} is not a count of its {len(history)} history rows")
+        if prev_f is not None and not isinstance(prev_f, (int, float)):
+            raise ValueError(f"its previous free energy {prev_f!r} is not a number")
+        state = LoopState(iteration, params, prev_f, history)
     except Exception as exc:  # noqa: BLE001 - damaged attributes or arrays: one clear error
         raise CheckpointError(f"checkpoint {url!r} is damaged ({type(exc).__name__}: {exc})") from exc
     if not all(np.all(np.isfinite(value)) for value in state.params.arrays().values()):
         raise CheckpointError(f"checkpoint {url!r} is damaged: its parameters are not all finite")
     return Checkpoint(url, state, search, meta)
+
+
+RUNTIME_PARAMS = ("scheduler_address", "security", "state_store", "tree_store", "memory_budget", "verbose", "callback")
+"""Parameters saying where and how a fit runs, not what it fits: never saved with a model or a
+checkpoint, never restored from one (a tampered store must not point a refit at another scheduler);
+a checkpoint that records one was altered."""
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_meta(meta) -> dict:
+    """The checkpoint's metadata, checked field by field (ValueError naming the first wrong one): what a
+    resumed fit takes from it (estimator kind and parameters, data fingerprint and location, seed,
+    seeding figures) is only used once every field has the type and range the writer gives it."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"its metadata are a {type(meta).__name__}, not a mapping")
+    missing = {"kind", "params", "data", "seed"} - set(meta)
+    if missing:
+        raise ValueError(f"its metadata lack {', '.join(sorted(missing))}")
+    if not isinstance(meta["kind"], str):
+        raise ValueError(f"its estimator kind {meta['kind']!r} is not a name")
+    params = meta["params"]
+    if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+        raise ValueError("its parameters are not a mapping of names")
+    runtime = sorted(set(params) & set(RUNTIME_PARAMS))
+    if runtime:
+        raise ValueError(f"it records runtime settings ({', '.join(runtime)}), which are never written into a "
+                         "checkpoint: it was altered")
+    if not _is_int(meta["seed"]) or meta["seed"] < 0:
+        raise ValueError(f"its seed {meta['seed']!r} is not a non-negative integer")
+    data = meta["data"]
+    if not isinstance(data, dict):
+        raise ValueError("its data fingerprint is not a mapping")
+    n, bounds = data.get("n_samples"), data.get("bounds")
+    if not (_is_int(n) and n >= 1 and _is_int(data.get("n_features")) and data["n_features"] >= 1):
+        raise ValueError("its data fingerprint's n_samples and n_features are not positive integers")
+    if not (isinstance(bounds, list) and len(bounds) >= 2 and all(_is_int(b) for b in bounds)
+            and bounds[0] == 0 and bounds[-1] == n and all(a < b for a, b in zip(bounds, bounds[1:]))):
+        raise ValueError("its data fingerprint's chunk bounds do not split its rows")
+    if data.get("dtype") not in ("float32", "float64") or not isinstance(data.get("weighted"), bool):
+        raise ValueError("its data fingerprint's dtype or weights flag is not valid")
+    if CONTENT in data and not isinstance(data[CONTENT], str):
+        raise ValueError("its data's content fingerprint is not a string")
+    for name in ("source", "weights"):
+        where = meta.get(name)
+        if where is not None and not (isinstance(where, dict) and isinstance(where.get("url"), str)
+                                      and isinstance(where.get("array"), (str, type(None)))):
+            raise ValueError(f"its {name} location {where!r} is not a url and array")
+    seeding = meta.get("seeding")
+    if seeding is not None and not (isinstance(seeding, dict) and isinstance(seeding.get("method"), str)
+                                    and all(isinstance(seeding.get(k), (int, float)) and not isinstance(seeding.get(k), bool)
+                                            for k in ("seconds", "n_distances"))):
+        raise ValueError(f"its seeding figures {seeding!r} are not valid")
+    return meta
 
 
 def _verify(group: zarr.Group, url: str, n_chunks: int) -> None:
@@ -266,6 +325,10 @@ def check_resumable(checkpoint: Checkpoint, kind: str, params: dict, fingerprint
     if differing:
         listed = ", ".join(f"{k}={meta['params'][k]!r}" for k in differing)
         raise CheckpointError(f"checkpoint {checkpoint.url!r} was written with other parameters: {listed}")
+    max_iter, n_init_esteps = params.get("max_iter"), params.get("n_init_esteps", 0)
+    if _is_int(max_iter) and _is_int(n_init_esteps) and checkpoint.state.iteration > max_iter + n_init_esteps:
+        raise CheckpointError(f"checkpoint {checkpoint.url!r} is at iteration {checkpoint.state.iteration}, beyond "
+                              f"max_iter={max_iter}: pass a larger max_iter to continue it")
     recorded = {k: v for k, v in meta["data"].items() if k != CONTENT}
     if recorded != fingerprint:
         differing = sorted(k for k in set(recorded) | set(fingerprint) if recorded.get(k) != fingerprint.get(k))

@@ -178,7 +178,23 @@ def resumed_fit(run: dict, algorithm: str | None, values: dict, origins: dict, r
         weights = open_beside(run["sample_weight"], url, 1)
     else:
         weights = open_zarr_array(recorded["url"], recorded["array"], ndim=1) if recorded else None
-    return cls(**{**meta["params"], **values, **runtime}), open_data(url, array), weights
+    return checkpoint_estimator(cls, meta["params"], values, runtime, run["resume"]), open_data(url, array), weights
+
+
+def checkpoint_estimator(cls, stored: dict, values: dict, runtime: dict, where):
+    """The estimator of a checkpoint's parameters (with the settings a resume may change and this run's
+    runtime settings), each parameter checked as the estimator checks its own: a parameter the class does
+    not take, or a value it refuses, means the checkpoint was altered (CheckpointError)."""
+    unknown = sorted(set(stored) - set(cls().get_params()))
+    if unknown:
+        raise CheckpointError(f"{where} records parameters a {cls.__name__} does not take ({', '.join(unknown)}): "
+                              "the checkpoint was altered")
+    estimator = cls(**{**stored, **values, **runtime})
+    try:
+        estimator._validate_params()
+    except InvalidParameterError as exc:
+        raise CheckpointError(f"{where} records invalid parameters ({exc}): the checkpoint was altered") from exc
+    return estimator
 
 
 def fit_extras(model, run: dict, origins: dict, X) -> dict:

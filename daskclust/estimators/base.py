@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator
 from ..checkpoint import (
     Checkpoint,
     CONTENT,
+    RUNTIME_PARAMS,
     Checkpointer,
     check_content,
     check_resumable,
@@ -45,11 +46,6 @@ log = logging.getLogger("daskclust")
 
 MAX_RECOVERIES = 3
 """Times a fit starts again after losing workers before giving up."""
-
-
-RUNTIME_PARAMS = ("scheduler_address", "security", "state_store", "tree_store", "memory_budget", "verbose", "callback")
-"""Parameters saying where and how a fit runs, not what it fits: never saved with a model or a
-checkpoint, never restored from one (a tampered store must not point a refit at another scheduler)."""
 
 
 @dataclass
