@@ -16,6 +16,8 @@ from daskclust.cli import main
 from daskclust.errors import CheckpointError
 from conftest import birch
 
+pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):

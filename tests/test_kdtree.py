@@ -18,6 +18,8 @@ from daskclust.kernels.kdtree import (
     second_moments,
 )
 
+pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)
+
 NO_W = np.empty(0)
 
 

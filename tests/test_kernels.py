@@ -24,6 +24,8 @@ from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_r
 from daskclust.models import MeanParams
 from reference import sq_distances, truncated_estep
 
+pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)
+
 
 def run_estep(X, w, centres, sigma2, n_keep, K=None):
     C, D = centres.shape

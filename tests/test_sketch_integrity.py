@@ -15,6 +15,8 @@ from daskclust.errors import InvalidDataError
 from daskclust.transforms import Sketch, SketchedData, SketchTransform
 from conftest import blobs
 
+pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)
+
 
 @pytest.fixture(scope="module")
 def X():

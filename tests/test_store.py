@@ -16,6 +16,8 @@ from daskclust import __version__, io
 from daskclust.errors import InvalidParameterError, ModelStoreError, OutputRefusedError
 from daskclust.store import StoredModel, dataset_to_model, load_model, model_to_dataset, save_model
 
+pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)
+
 fsspec = pytest.importorskip("fsspec", reason="fsspec is needed for the memory:// URL tests")
 
 

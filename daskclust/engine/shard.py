@@ -21,8 +21,9 @@ import numpy as np
 
 from ..data import BlockSource
 from ..errors import InvalidDataError
-from ..io import ARRAY_CONFIG
-from ..kernels.validation import first_invalid_weight, first_nonfinite_row, max_abs, scale_bounds
+from ..io import ARRAY_CONFIG, missing_chunks
+from ..kernels.validation import (WEIGHT_MAX, WEIGHT_MIN, first_invalid_weight, first_nonfinite_row, max_abs,
+                                  scale_bounds)
 from .cluster import WorkerWatch
 from .events import ChunkEvents
 from .ops import Chunk, ChunkOp
@@ -193,8 +194,9 @@ class Shard:
             bad = first_invalid_weight(w)
             if bad >= 0:
                 raise InvalidDataError(
-                    f"sample_weight[{slot.start + bad}] = {float(w[bad])!r} (chunk {slot.index}) is negative or "
-                    "not finite; weights must be finite and non-negative"
+                    f"sample_weight[{slot.start + bad}] = {float(w[bad])!r} (chunk {slot.index}) is not a valid weight: "
+                    f"weights must be 0 or in [{WEIGHT_MIN:.3g}, {WEIGHT_MAX:.3g}] (finite, not subnormal, and small "
+                    "enough that their sums cannot overflow); only their ratios matter, so rescale them"
                 )
 
     def content_digests(self) -> dict[int, str]:
@@ -310,8 +312,15 @@ class Shard:
         """Restore every chunk's per-row state and row order from ``url``/chunks (resume)."""
         def read(slot):
             group = self._chunk_group(url, slot, "r")
-            arrays = {name: array[:] for name, array in group.arrays()}
+            stored = dict(group.arrays())
+            damaged = sorted(name for name, array in stored.items() if missing_chunks(array))
+            if damaged:
+                raise ValueError(f"the state of chunk {slot.index} has missing chunks in {', '.join(damaged)}")
+            arrays = {name: array[...] for name, array in stored.items()}
             perm = arrays.pop("__perm__")
+            n = slot.stop - slot.start
+            if perm.dtype.kind not in "iu" or perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
+                raise ValueError(f"the row order of chunk {slot.index} is not a permutation of its {n} rows")
             slot.perm = None if np.array_equal(perm, np.arange(len(perm))) else perm
             if slot.X is not None and slot.perm is not None:
                 slot.X = np.ascontiguousarray(slot.X[slot.perm])

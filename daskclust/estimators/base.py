@@ -27,6 +27,7 @@ from ..checkpoint import (
 from ..checkpoint import load as load_checkpoint
 from ..data import as_chunked_data
 from ..em.loop import EMSettings, LoopState, run_em
+from ..em.stored_state import check_states
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..errors import (CheckpointError, ClusterError, InvalidDataError, InvalidParameterError, ModelStoreError,
@@ -62,9 +63,10 @@ class FitPlan:
     shared_outputs: list[Location]
 
 
-def restore_chunk_states(engine: Engine, url: str) -> None:
-    """Have the workers read their chunks' states from the checkpoint at ``url``; a state they
-    cannot read (damaged chunk data, which the driver does not read) is a :class:`CheckpointError`."""
+def restore_chunk_states(engine: Engine, url: str, n_clusters: int) -> None:
+    """Have the workers read their chunks' states from the checkpoint at ``url`` and check them
+    (:mod:`daskclust.em.stored_state`); a state they cannot read (damaged chunk data, which the
+    driver does not read) or that is not a valid state is a :class:`CheckpointError`."""
     try:
         engine.load_state(url)
     except (WorkerLost, ClusterError):
@@ -72,6 +74,10 @@ def restore_chunk_states(engine: Engine, url: str) -> None:
     except Exception as exc:  # noqa: BLE001 - undecodable or missing chunk state on a worker
         raise CheckpointError(f"checkpoint {url!r} is damaged: a chunk state cannot be read "
                               f"({type(exc).__name__}: {exc})") from exc
+    problems = check_states(engine, n_clusters)
+    if problems:
+        raise CheckpointError(f"checkpoint {url!r} is damaged: {problems[0]}"
+                              + (f" (and {len(problems) - 1} more chunks)" if len(problems) > 1 else ""))
 
 
 def _recovery_point(plan: FitPlan) -> Checkpoint | None:
@@ -364,6 +370,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         resumed = load_checkpoint(resume) if resume is not None else None
         if resumed is not None:
             check_resumable(resumed, type(self).__name__, params, fingerprint)
+            problem = self._family().params_problem(resumed.state.params, self._n_clusters(),
+                                                    self._model_features(data))
+            if problem:
+                raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {problem}")
         seed_value = resumed.meta["seed"] if resumed is not None else resolve_seed(self.random_state)
         settings = EMSettings(self._n_clusters(), self._n_keep(), self._family(), self.max_iter, self.tol,
                               self._reg(), self.n_init_esteps, seed_value, absolute_tol=self._absolute_tol())
@@ -428,8 +438,11 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                     else:
                         source = plan.meta["source"]
                         check_content(resumed, engine, source["url"] if source else "the data given")
-                        restore_chunk_states(engine, resumed.url)
-                        search.restore(resumed.search)
+                        restore_chunk_states(engine, resumed.url, self._n_clusters())
+                        try:
+                            search.restore(resumed.search)
+                        except ValueError as exc:
+                            raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {exc}") from exc
                         start = resumed.state
                         progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
                     result = self._iterate(engine, start, plan, search, progress)
@@ -586,20 +599,19 @@ def restore(cls: type[TruncatedEMEstimator], stored, where: str) -> TruncatedEME
     missing = [name for name in ("weights", "covariances") if name not in arrays]
     if missing:
         raise ModelStoreError(f"{where} is a damaged model: arrays missing {missing}")
-    weights = np.asarray(arrays["weights"], dtype=np.float64)
-    covariances = np.asarray(arrays["covariances"], dtype=np.float64)
-    if (weights.shape != (C,) or covariances.shape != family.covariance_shape(C, D)
-            or not np.all(np.isfinite(weights)) or not np.all(np.isfinite(covariances))
-            or np.any(weights < 0) or not np.isclose(weights.sum(), 1.0)):
-        raise ModelStoreError(f"{where} is a damaged model: its weights or covariances are not finite, "
-                              f"or not shaped for {C} {family.name} components in {D} dimensions")
+    fitted = Params(np.asarray(centres, dtype=np.float64), np.asarray(arrays["weights"]),
+                    np.asarray(arrays["covariances"]))
+    problem = family.params_problem(fitted, C, D)
+    if problem:
+        raise ModelStoreError(f"{where} is a damaged model: {problem} (a model of {C} {family.name} components "
+                              f"in {D} dimensions)")
     missing = [name for name in _SCALARS if name not in scalars]
     bad = [name for name in _SCALARS if name in scalars and not np.isfinite(scalars[name])]
     if missing or bad:
         raise ModelStoreError(f"{where} is a damaged model: scalars missing {missing} or not finite {bad}")
     if scalars["n_features_in"] != D or scalars["sigma2"] < 0:
         raise ModelStoreError(f"{where} is a damaged model: n_features_in or sigma2 inconsistent with the centres")
-    estimator._set_model(Params(np.asarray(centres, dtype=np.float64), weights, covariances))
+    estimator._set_model(Params(*(np.asarray(a, dtype=np.float64) for a in fitted.arrays().values())))
     for name in _SCALARS:
         setattr(estimator, name + "_", scalars[name])
     estimator.converged_ = bool(estimator.converged_)

@@ -483,7 +483,7 @@ def build_tree(X: np.ndarray, w: np.ndarray, leaf_size: int, full: bool) -> KDTr
     if first_nonfinite_row(X) >= 0:
         raise ValueError("X holds NaN or infinite values")
     if first_invalid_weight(w) >= 0:
-        raise ValueError("w must be finite and non-negative")
+        raise ValueError("w must be 0 or in [WEIGHT_MIN, WEIGHT_MAX] (kernels.validation)")
     (left, right, parent, depth, start, stop, order, count, mean, var, direction,
      _) = build_topology(X, w, int(leaf_size), EXPLICIT_MAX_D)
     if full:

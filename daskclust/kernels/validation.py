@@ -19,11 +19,20 @@ def first_nonfinite_row(X):
     return -1
 
 
+WEIGHT_MAX = float(np.finfo(np.float64).max) / 2.0 ** 53
+"""The largest sample weight: sums of up to 2^53 weights (and of weighted squared distances at the
+scale bounds' limit, divided by the total weight) cannot overflow."""
+WEIGHT_MIN = float(np.finfo(np.float64).tiny)
+"""The smallest positive sample weight: below it a weight is subnormal, its share of a total
+rounds to zero and ratios of such weights lose their precision."""
+
+
 @njit(nogil=True, cache=True)
 def first_invalid_weight(w):
-    """Index of the first weight that is negative, NaN or +-inf, or -1 if there is none."""
+    """Index of the first weight that is NaN, +-inf, negative, above ``WEIGHT_MAX`` or positive but
+    below ``WEIGHT_MIN`` (subnormal), or -1 if there is none (0 is a valid weight)."""
     for i in range(w.shape[0]):
-        if not (np.isfinite(w[i]) and w[i] >= 0.0):
+        if not (np.isfinite(w[i]) and w[i] >= 0.0 and w[i] <= WEIGHT_MAX and (w[i] == 0.0 or w[i] >= WEIGHT_MIN)):
             return i
     return -1
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.estep import LSE, N_SCALARS, W
+from ..kernels.validation import scale_bounds
 
 _EPS = float(np.finfo(np.float64).eps)
 _TINY = float(np.finfo(np.float64).tiny)
@@ -131,6 +132,38 @@ class Family:
     def covariance_shape(self, n_clusters: int, n_features: int) -> tuple[int, ...]:
         """Shape of :attr:`Params.covariances`."""
         return (n_clusters, *self.second_shape(n_features))
+
+    def params_problem(self, params: Params, n_clusters: int, n_features: int) -> str | None:
+        """Why ``params`` (read from a model or checkpoint) are not a density of this family with C
+        components in D dimensions, or None: float arrays of the family's shapes, finite, weights
+        pi_c >= 0 with sum_c pi_c = 1, variances > 0 (a shared 0-d variance >= 0, raised to the
+        variance floor by the kernels), full covariances symmetric positive definite."""
+        C, D = n_clusters, n_features
+        shapes = {"means": (C, D), "weights": (C,), "covariances": self.covariance_shape(C, D)}
+        for name, shape in shapes.items():
+            value = np.asarray(getattr(params, name))
+            if value.dtype.kind != "f" or value.shape != shape:
+                return f"its {name} are not a float array of shape {shape}"
+            if not np.all(np.isfinite(value)):
+                return f"its {name} are not all finite"
+        weights, cov = np.asarray(params.weights), np.asarray(params.covariances)
+        largest = scale_bounds(np.float64, D)[1]  # beyond it, squared distances overflow
+        if np.abs(np.asarray(params.means)).max() > largest or np.abs(cov).max() > largest ** 2:
+            return (f"its means exceed {largest:.3g} or its covariances {largest ** 2:.3g} in magnitude (squared "
+                    "distances would overflow)")
+        if np.any(weights < 0) or not np.isclose(weights.sum(), 1.0):
+            return "its weights are not non-negative numbers summing to 1"
+        if cov.ndim == 0:
+            return "its variance is negative" if cov < 0 else None
+        if self.second != "full":
+            return "its variances are not all positive" if np.any(cov <= 0) else None
+        if not np.allclose(cov, np.swapaxes(cov, 1, 2), rtol=1e-10, atol=0):
+            return "its covariances are not symmetric"
+        try:
+            np.linalg.cholesky(cov)
+        except np.linalg.LinAlgError:
+            return "its covariances are not positive definite"
+        return None
 
     def new_stats(self, n_clusters: int, n_features: int) -> SuffStats:
         return SuffStats.zeros(n_clusters, n_features, self.second_shape(n_features))

@@ -42,9 +42,38 @@ class Search:
     def state(self) -> dict[str, np.ndarray]:
         return {name: getattr(self, name) for name in self.STATE}
 
+    CLUSTER_TABLES = ("init_sets", "neighbours", "row_idx")
+    """State tables of cluster ids, one row per cluster (-1 = none), that the kernels index with."""
+
     def restore(self, state: dict[str, np.ndarray]) -> None:
+        """Take the state saved by :meth:`state` (a checkpoint's), after checking it (ValueError: a table of
+        the wrong shape, type or range would make the kernels read past the parameters' ends)."""
+        problem = self.state_problem(state)
+        if problem:
+            raise ValueError(f"its search state is damaged: {problem}")
         for name in self.STATE:
             setattr(self, name, state[name])
+
+    def state_problem(self, state: dict[str, np.ndarray]) -> str | None:
+        """Why ``state`` is not a state of this strategy for C clusters, or None."""
+        C = self.config.n_clusters
+        for name in self.STATE:
+            value = state.get(name)
+            if not isinstance(value, np.ndarray) or value.dtype.kind not in "iuf":
+                return f"{name} is missing or not numeric"
+            if value.dtype.kind == "f" and np.any(np.isnan(value)):
+                return f"{name} holds NaN"
+            if name in self.CLUSTER_TABLES and (value.dtype.kind not in "iu" or value.ndim != 2 or value.shape[0] != C
+                                                or (value.size and (value.min() < -1 or value.max() >= C))):
+                return f"{name} is not a table of cluster ids for {C} clusters"
+        if "row_len" in self.STATE:
+            row_len, row_idx, row_cdf = state["row_len"], state["row_idx"], state["row_cdf"]
+            if row_len.shape != (C,) or row_len.dtype.kind not in "iu" or row_cdf.shape != row_idx.shape \
+                    or np.any(row_len < 0) or np.any(row_len > row_idx.shape[1]):
+                return "the sampling rows' lengths do not fit their tables"
+        if "thresholds" in self.STATE and state["thresholds"].shape != (C,):
+            return f"the thresholds are not one per cluster ({C})"
+        return None
 
     def start_width(self) -> int:
         """Nearest centres per seed that :meth:`start` needs (itself included)."""

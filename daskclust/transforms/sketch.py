@@ -33,7 +33,7 @@ from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
-from ..io import ARRAY_CONFIG, Location, check_target, input_store, read_root_attrs, writing
+from ..io import ARRAY_CONFIG, Location, check_target, input_store, missing_chunks, read_root_attrs, writing
 from ..kernels.rng import randint, stream_key
 from ..names import STREAM_SKETCH_ROWS, STREAM_SKETCH_SHARED, STREAM_SKETCH_SIGNS
 
@@ -286,8 +286,17 @@ class SketchedData:
         if not attrs or attrs.get("daskclust_store") != "sketch" or not attrs.get("daskclust_complete"):
             raise InvalidDataError(f"{location} is not a complete daskclust sketch store")
         group = zarr.open_group(location.url, mode="r", **location.zarr_kwargs)
-        weights = group["weights"] if "weights" in group else None
-        return cls(group["values"], group["indices"], weights, SketchTransform.from_attrs(attrs["transform"]))
+        try:
+            arrays = {name: group[name] for name in ("values", "indices", "weights") if name in group or name != "weights"}
+        except KeyError as exc:
+            raise InvalidDataError(f"{location} is a damaged sketch store: its array {exc} is missing") from exc
+        if not all(isinstance(array, zarr.Array) for array in arrays.values()):
+            raise InvalidDataError(f"{location} is a damaged sketch store: its values, indices and weights must be arrays")
+        damaged = sorted(name for name, array in arrays.items() if missing_chunks(array))
+        if damaged:
+            raise InvalidDataError(f"{location} is a damaged sketch store: chunks of {', '.join(damaged)} are missing")
+        transform = SketchTransform.from_attrs(attrs.get("transform") if isinstance(attrs.get("transform"), dict) else {})
+        return cls(arrays["values"], arrays["indices"], arrays.get("weights"), transform)
 
     def chunked(self, chunk_rows: int | None = None, min_samples: int = 1) -> ChunkedData:
         """The sketch as the engine's data: rows packed by :func:`~daskclust.data.sources.pack_sketch`, read by the workers from the
