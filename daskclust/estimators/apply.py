@@ -31,7 +31,7 @@ from ..display import optional_bar
 from ..engine.cluster import active_client, scheduler_workers
 from ..errors import ClusterError, InvalidDataError
 from ..io import ARRAY_CONFIG, Location, check_target, check_workers_see, input_store, source_location, writing
-from ..kernels.validation import first_nonfinite_row
+from ..kernels.validation import first_nonfinite_row, max_abs, scale_bounds
 
 ROW_BLOCK = 65536
 
@@ -44,11 +44,24 @@ POLL = 1.0
 
 
 def check_block(X: np.ndarray, start: int = 0) -> np.ndarray:
-    """The block as float array, refusing NaN / inf rows with their index."""
+    """The block as float array, refusing NaN / inf rows with their index and values so large that
+    squared distances overflow (the range rule of the fit, :func:`~daskclust.kernels.validation.scale_bounds`)."""
+    bad = block_problem(X, start)
+    if bad:
+        raise InvalidDataError(bad)
+    return X
+
+
+def block_problem(X: np.ndarray, start: int = 0) -> str | None:
+    """Why the rows ``X`` (row ``start`` onwards of the input) cannot be scored, or None."""
     bad = first_nonfinite_row(X)
     if bad >= 0:
-        raise InvalidDataError(f"X contains NaN or inf in row {start + bad}; cannot assign it to a cluster")
-    return X
+        return f"X contains NaN or inf in row {start + bad}; cannot assign it to a cluster"
+    largest = max_abs(X)
+    if largest > scale_bounds(X.dtype, X.shape[1])[1]:
+        return (f"X is too large to score: max |x| = {largest:.3g} in rows {start}.., so squared distances between "
+                f"rows of {X.shape[1]} features overflow {X.dtype}; rescale it as the model's training data were")
+    return None
 
 
 def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray], *, owner: str, width: int | None,
@@ -145,23 +158,23 @@ def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, ki
             status = _run_on_cluster(client, task, spans, shown)
         else:
             status = _run_on_threads(task, spans, shown)
-        bad_rows = [row for row in status if row >= 0]
-        if bad_rows:
-            raise InvalidDataError(f"X contains NaN or inf in row {min(bad_rows)}; cannot assign it to a cluster")
+        problems = [problem for problem in status if problem]
+        if problems:
+            raise InvalidDataError(problems[0])  # the spans' order: the first rows refused
     return zarr.open_array(location.url, mode="r", **location.zarr_kwargs)
 
 
-def _write_span(source, store: zarr.Array, block_fn, start: int, stop: int) -> int:
-    """Write ``block_fn`` of rows ``[start, stop)``; the first non-finite row instead, or -1."""
+def _write_span(source, store: zarr.Array, block_fn, start: int, stop: int) -> str | None:
+    """Write ``block_fn`` of rows ``[start, stop)``; or, without writing, why the rows cannot be scored
+    (:func:`block_problem`)."""
     block = source.read(start, stop)
-    bad = first_nonfinite_row(block)
-    if bad >= 0:
-        return start + bad
-    store[start:stop] = block_fn(block)
-    return -1
+    problem = block_problem(block, start)
+    if problem is None:
+        store[start:stop] = block_fn(block)
+    return problem
 
 
-def _counted(results: Iterable[int], bar) -> list[int]:
+def _counted(results: Iterable[str | None], bar) -> list[str | None]:
     """The results, advancing ``bar`` (if any) as each comes."""
     out = []
     for result in results:
@@ -171,13 +184,13 @@ def _counted(results: Iterable[int], bar) -> list[int]:
     return out
 
 
-def _run_on_threads(task, spans, bar=None) -> list[int]:
+def _run_on_threads(task, spans, bar=None) -> list[str | None]:
     """Run the spans on local threads; on failure or interrupt no span starts writing any more,
     and the ones writing are waited for. ``bar`` counts the spans done."""
     stop = threading.Event()
 
     def guarded(span):
-        return -1 if stop.is_set() else task(*span)
+        return None if stop.is_set() else task(*span)
 
     pool = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="daskclust-write")
     try:
@@ -189,7 +202,7 @@ def _run_on_threads(task, spans, bar=None) -> list[int]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _run_on_cluster(client, task, spans, bar=None) -> list[int]:
+def _run_on_cluster(client, task, spans, bar=None) -> list[str | None]:
     """Run the spans as Dask tasks; on failure or interrupt cancel them and wait until none is
     still executing on a worker (bounded by CANCEL_TIMEOUT), so nothing writes after cleanup.
     ``bar`` counts the spans done (in order)."""

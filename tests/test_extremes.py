@@ -1,0 +1,77 @@
+"""Numerical extremes are typed errors with one range rule for every estimator and transform: weights
+whose sums overflow or that are subnormal, rows whose squared distances overflow, models whose
+parameters are out of range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+
+import daskclust
+from daskclust.errors import InvalidDataError, ModelStoreError
+from daskclust.transforms import LightweightCoreset
+from conftest import blobs
+
+
+@pytest.fixture(scope="module")
+def X():
+    return blobs(600, 3, 4, seed=5)[0]
+
+
+FITTERS = {
+    "kmeans": lambda X, w, c: daskclust.KMeans(4, random_state=0).fit(X, sample_weight=w, client=c),
+    "gmm": lambda X, w, c: daskclust.GaussianMixture(4, random_state=0).fit(X, sample_weight=w, client=c),
+    "coreset": lambda X, w, c: LightweightCoreset(100, random_state=0).fit_transform(X, w, client=c),
+}
+
+
+@pytest.mark.parametrize("weight", [1e306, 1e300, 1e-320, 1e-310])
+@pytest.mark.parametrize("fitter", sorted(FITTERS))
+def test_weights_beyond_the_range_are_refused(client_threads, X, fitter, weight):
+    """1e306 overflowed the sums (inf centres, NaN weights, a raw 'pvals' error); 1e-320 gave 'argmin of an
+    empty sequence' or ZeroDivisionError."""
+    with pytest.raises(InvalidDataError, match=r"sample_weight\[0\] = .* is not a valid weight: weights must be 0"):
+        FITTERS[fitter](X, np.full(len(X), weight), client_threads)
+
+
+def test_weights_at_the_edges_of_the_range_fit(client_threads, X):
+    from daskclust.kernels.validation import WEIGHT_MAX, WEIGHT_MIN
+
+    for weight in (WEIGHT_MAX, WEIGHT_MIN):
+        model = daskclust.KMeans(4, random_state=0).fit(X, sample_weight=np.full(len(X), weight), client=client_threads)
+        assert np.all(np.isfinite(model.cluster_centers_))
+
+
+@pytest.mark.parametrize("method", ["predict", "score_samples"])
+def test_rows_whose_squared_distances_overflow_are_refused(client_threads, X, tmp_path, method):
+    """Rows x1e300 made score_samples NaN and predict label every row 0."""
+    model = daskclust.GaussianMixture(4, random_state=0).fit(X, client=client_threads)
+    huge = X * 1e300
+    with pytest.raises(InvalidDataError, match="too large to score"):
+        getattr(model, method)(huge)
+    zarr.create_array(str(tmp_path / "huge.zarr"), data=huge, chunks=(200, 3))
+    with pytest.raises(InvalidDataError, match="too large to score"):
+        getattr(model, method)(str(tmp_path / "huge.zarr"), output=str(tmp_path / "out.zarr"))
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_a_model_with_centres_out_of_range_does_not_load(client_threads, X, tmp_path):
+    """Centres x1e200 loaded and predict raised a raw OverflowError."""
+    daskclust.KMeans(4, random_state=0).fit(X, client=client_threads).save(tmp_path / "m.zarr")
+    group = zarr.open_group(str(tmp_path / "m.zarr"), mode="a")
+    group["centres"][...] = group["centres"][...] * 1e200
+    with pytest.raises(ModelStoreError, match="its means exceed"):
+        daskclust.load(tmp_path / "m.zarr")
+
+
+@pytest.mark.parametrize("value, match", [(-1.0, "variances are not all positive"), (0.0, "variances are not all positive")])
+def test_a_model_with_variances_not_positive_does_not_load(client_threads, X, tmp_path, value, match):
+    daskclust.GaussianMixture(4, covariance_type="diag", random_state=0).fit(X, client=client_threads).save(
+        tmp_path / "m.zarr")
+    group = zarr.open_group(str(tmp_path / "m.zarr"), mode="a")
+    covariances = group["covariances"][...]
+    covariances[1, 0] = value
+    group["covariances"][...] = covariances
+    with pytest.raises(ModelStoreError, match=match):
+        daskclust.load(tmp_path / "m.zarr")
