@@ -76,6 +76,9 @@ class Location:
         URL makes the directories it writes into, as an object store needs none (``auto_mkdir``)."""
         if isinstance(path, Location):
             return path
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidParameterError(f"a store's location must be a path or URL (str or os.PathLike), got "
+                                        f"{type(path).__name__} {path!r}")
         path = os.fspath(path)
         if "://" in path:
             options = dict(storage_options or {})

@@ -75,3 +75,31 @@ def test_a_model_with_variances_not_positive_does_not_load(client_threads, X, tm
     group["covariances"][...] = covariances
     with pytest.raises(ModelStoreError, match=match):
         daskclust.load(tmp_path / "m.zarr")
+
+
+ABSURD = {
+    "covariance_type array": (lambda: daskclust.GaussianMixture(2, covariance_type=np.array(["diag"])),
+                              "covariance_type=array"),
+    "search list": (lambda: daskclust.KMeans(2, search=["full"]), "search=\\['full'\\] is not supported"),
+    "tree_store number": (lambda: daskclust.CellGaussianMixture(2, tree_store=123), "tree_store must be a path"),
+    "state_store number": (lambda: daskclust.KMeans(2, state="zarr", state_store=1.5), "state_store must be a path"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ABSURD))
+def test_absurd_parameter_types_are_invalid_parameters(X, case):
+    from daskclust.errors import InvalidParameterError
+
+    make, match = ABSURD[case]
+    with pytest.raises(InvalidParameterError, match=match):
+        make().fit(X)
+
+
+def test_absurd_transform_parameters_are_invalid_parameters(X):
+    from daskclust.errors import InvalidParameterError
+    from daskclust.transforms import Sketch
+
+    with pytest.raises(InvalidParameterError, match="random_state must be a non-negative integer, got 'a'"):
+        LightweightCoreset(10, random_state="a").fit_transform(X)
+    with pytest.raises(InvalidParameterError, match="a store's location must be a path or URL .* got int 123"):
+        Sketch(2).fit_transform(X, output=123)

@@ -40,7 +40,7 @@ from ..seeding import check_init, seed
 from ..seeding.ops import NearestIndex
 from .apply import apply_rows
 from .coreset_fit import check_coreset_fit, fit_with_coreset
-from .params import AnyValue, Interval, Options, ParamsMixin, RandomStateLike
+from .params import AnyValue, Interval, Options, ParamsMixin, PathOrNone, RandomStateLike
 from .progress import Progress
 
 log = logging.getLogger("daskclust")
@@ -119,6 +119,7 @@ COMMON_CONSTRAINTS = {
     "n_init_esteps": Interval(0, None, integer=True),
     "n_samples": Interval(1, None, integer=True),
     "state": Options(("memory", "zarr")),
+    "state_store": PathOrNone(),
     "coreset": Interval(1, None, integer=True, allow_none=True),
     "refine_iter": Interval(0, None, integer=True),
 }

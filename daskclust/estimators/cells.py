@@ -19,7 +19,7 @@ from ..models.cells import CELL_FAMILIES
 from .gaussian_mixture import GaussianMixture
 from .apply import check_block
 from .inference import MixtureIndex
-from .params import AnyValue, Interval, Options
+from .params import AnyValue, Interval, Options, PathOrNone
 
 
 class CellGaussianMixture(GaussianMixture):
@@ -87,7 +87,7 @@ class CellGaussianMixture(GaussianMixture):
         "refine_tol": Interval(0, None),
         "refine_fraction": Interval(0, 1, open_low=True),
         "max_refine": Interval(0, None, integer=True),
-        "tree_store": AnyValue(),
+        "tree_store": PathOrNone(),
     }
 
     def __init__(self, n_components=1, *, covariance_type="diag", leaf_size=16, initial_depth=4, refine_tol=1e-4,

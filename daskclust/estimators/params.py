@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,9 +57,22 @@ class Options:
     values: tuple
 
     def check(self, name: str, value: Any) -> None:
-        if value not in self.values:
+        try:  # an array compares element by element: never one of the values
+            ok = not isinstance(value, np.ndarray) and bool(value in self.values)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
             valid = ", ".join(repr(v) for v in self.values)
             raise InvalidParameterError(f"{name}={value!r} is not supported; valid: {valid}")
+
+
+class PathOrNone:
+    """None, or where a store goes: a str (local path or fsspec URL) or an ``os.PathLike``."""
+
+    def check(self, name: str, value: Any) -> None:
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise InvalidParameterError(f"{name} must be a path or URL (str or os.PathLike) or None, got "
+                                        f"{type(value).__name__} {value!r}")
 
 
 class AnyValue:

@@ -170,9 +170,13 @@ class LightweightCoreset:
         self.verbose = verbose
 
     def check_size(self) -> None:
-        """Refuse a size that is not a positive integer (before any work)."""
+        """Refuse a size that is not a positive integer, or a seed that is not a non-negative one
+        (before any work)."""
         if isinstance(self.size, bool) or not isinstance(self.size, (int, np.integer)) or self.size < 1:
             raise InvalidParameterError(f"size must be a positive integer, got {self.size!r}")
+        seed = self.random_state
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InvalidParameterError(f"random_state must be a non-negative integer, got {seed!r}")
 
     def fit_transform(self, X, sample_weight=None, *, client=None, chunk_rows=None):
         """The coreset of ``X`` (any input the estimators take): ``(rows, weights)``, rows of shape
