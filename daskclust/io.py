@@ -143,11 +143,74 @@ def source_location(X: Any) -> Location | None:
 
 def input_store(X: Any) -> Location | None:
     """The whole store the data ``X`` are read from: the path or URL given, or the root of a zarr
-    array's store (the group holding it, not only the array). What an output must not be, contain or
-    lie inside: a store written into an input's group changes that group."""
-    if isinstance(X, zarr.Array):
-        return store_root(X)
-    return source_location(X)
+    array's store, widened to the outermost zarr group enclosing it (an array opened at its own path
+    inside a group belongs to the group). What an output must not be, contain or lie inside: a store
+    written into an input's group changes that group."""
+    location = store_root(X) if isinstance(X, zarr.Array) else source_location(X)
+    return None if location is None else enclosing_group(location)
+
+
+def enclosing_group(location: Location) -> Location:
+    """``location`` or the outermost zarr group above it (parents whose ``zarr.json`` is a group's)."""
+    fs, root = location.filesystem()
+    outer = location
+    while True:
+        parent = posixpath.dirname(root.rstrip("/"))
+        if not parent or parent == root:
+            return outer
+        try:
+            with fs.open(f"{parent}/zarr.json", "rb") as f:
+                is_group = json.loads(f.read()).get("node_type") == "group"
+        except (OSError, ValueError, AttributeError):
+            return outer
+        if not is_group:
+            return outer
+        root = parent
+        protocol = location.url.split("://", 1)[0]
+        outer = Location(f"{protocol}://{parent}" if location.is_url else parent, location.storage_options)
+
+
+def input_stores(X: Any) -> list[Location]:
+    """Every store the data ``X`` are read from, whatever form they came in: a path or URL, a zarr
+    array, or the zarr arrays behind a dask array or an xarray DataArray (:func:`zarr_arrays_behind`).
+    What no output of the same call may be, contain or lie inside."""
+    found = [input_store(X)] if isinstance(X, (str, os.PathLike, zarr.Array)) else []
+    found += [input_store(array) for array in zarr_arrays_behind(X)]
+    unique: list[Location] = []
+    for location in found:
+        if location is not None and location not in unique:
+            unique.append(location)
+    return unique
+
+
+WRAPPER_DEPTH = 8
+"""How many ``.array`` / ``._array`` links :func:`zarr_arrays_behind` follows from a graph value (xarray
+wraps a zarr array in 3-5 layers of lazy indexing adapters)."""
+
+
+def zarr_arrays_behind(X: Any) -> list[zarr.Array]:
+    """The zarr arrays a dask array (or an xarray DataArray, chunked or lazily indexed) reads from:
+    the values of its task graph, and the arrays they wrap."""
+    roots = []
+    variable = getattr(X, "variable", None)
+    if variable is not None:  # an xarray DataArray: its lazily indexed data, or the dask array over it
+        roots.append(getattr(variable, "_data", None))
+        X = getattr(X, "data", None)
+    graph = getattr(X, "__dask_graph__", None)
+    if callable(graph):
+        roots += list(dict(graph()).values())
+    arrays: list[zarr.Array] = []
+    for root in roots:
+        node = root
+        for _ in range(WRAPPER_DEPTH):
+            if isinstance(node, zarr.Array):
+                if not any(node is a for a in arrays):
+                    arrays.append(node)
+                break
+            node = getattr(node, "array", None) if hasattr(node, "array") else getattr(node, "_array", None)
+            if node is None:
+                break
+    return arrays
 
 
 def store_root(array: zarr.Array) -> Location | None:
@@ -230,12 +293,7 @@ def check_target(location: Location, kind: str, *, overwrite: bool = False,
     """
     assert kind in KINDS, kind
     check_no_pattern(location)
-    for source in inputs:
-        if source is not None and location.overlaps(source):
-            raise OutputRefusedError(
-                f"refusing to write the {_NAMES[kind]} to {location}: it overlaps the input {source} "
-                "(an output must not be, contain or lie inside an input of the same call)"
-            )
+    refuse_overlap(location, kind, inputs)
     if not location.exists():
         return
     found = store_kind(location)
@@ -249,6 +307,17 @@ def check_target(location: Location, kind: str, *, overwrite: bool = False,
         raise OutputRefusedError(
             f"a daskclust {_NAMES[kind]} exists at {location}; pass {option} to replace it{also}"
         )
+
+
+def refuse_overlap(location: Location, kind: str, others: Iterable[Location | None], what: str = "the input") -> None:
+    """Refuse ``location`` as the output of kind ``kind`` if it is, contains or lies inside one of
+    ``others`` (``what``: the inputs, or another output, of the same call)."""
+    for source in others:
+        if source is not None and location.overlaps(source):
+            raise OutputRefusedError(
+                f"refusing to write the {_NAMES[kind]} to {location}: it overlaps {what} {source} "
+                "(an output must not be, contain or lie inside an input or another output of the same call)"
+            )
 
 
 # ---------------------------------------------------------------- atomic writes

@@ -88,7 +88,7 @@ def fit_settings(args: argparse.Namespace) -> tuple[dict, dict[str, str]]:
 def run_fit(args: argparse.Namespace) -> int:
     """Fit the estimator the settings describe, or resume a checkpoint's fit, and save the model."""
     from ..engine.cluster import security_from_files
-    from ..io import Location, input_store
+    from ..io import Location, input_stores
     from ..store import check_model_target
     from ..transforms import SketchedData
 
@@ -109,11 +109,11 @@ def run_fit(args: argparse.Namespace) -> int:
         model, X, weights = resumed_fit(run, algorithm, values, origins, runtime)
     else:
         model, X, weights = new_fit(run, algorithm or "kmeans", values, origins, runtime)
-    extra = fit_extras(model, run, origins, X)
+    extra, extra_inputs = fit_extras(model, run, origins, X)
     paths = [run.get(name) for name in ("data", "checkpoint", "resume", "sketch_output")]
     paths += [getattr(model, name, None) for name in ("state_store", "tree_store")]
-    inputs = [Location.parse(p) for p in paths if p] + [input_store(X.values if isinstance(X, SketchedData) else X),
-                                                         input_store(weights)]
+    inputs = [Location.parse(p) for p in paths if p] + [*input_stores(X.values if isinstance(X, SketchedData) else X),
+                                                         *input_stores(weights), *extra_inputs]
     overwrite = run.get("overwrite", False)
     check_model_target(run["output"], overwrite=overwrite, inputs=inputs, option="--overwrite")
     model.fit(X, sample_weight=weights, checkpoint=run.get("checkpoint"),
@@ -197,29 +197,31 @@ def checkpoint_estimator(cls, stored: dict, values: dict, runtime: dict, where):
     return estimator
 
 
-def fit_extras(model, run: dict, origins: dict, X) -> dict:
+def fit_extras(model, run: dict, origins: dict, X) -> tuple[dict, list]:
     """The keywords of ``fit`` that only one estimator takes: ``sketch_output`` (sketched-gmm, raw data) and
-    ``X_val`` (greedy-gmm); refused for the others."""
+    ``X_val`` (greedy-gmm), refused for the others; and the stores they read (inputs no output may touch)."""
     import numpy as np
 
     from ..estimators import GreedyGaussianMixture, SketchedGaussianMixture
-    from ..io import Location, check_target, input_store
+    from ..io import Location, check_target, input_stores
     from ..transforms import SketchedData
 
-    extra = {}
+    extra, extra_inputs = {}, []
     if "sketch_output" in run:
         if not isinstance(model, SketchedGaussianMixture) or isinstance(X, SketchedData):
             raise InvalidParameterError(f"{origins['sketch_output']} is for sketched-gmm on raw data (DATA not a "
                                         "sketch store)")
         check_target(Location.parse(run["sketch_output"]), "sketch", overwrite=run.get("overwrite", False),
-                     inputs=[input_store(X)], option="--overwrite")  # in the command line's words, before any work
+                     inputs=input_stores(X), option="--overwrite")  # in the command line's words, before any work
         extra["sketch_output"] = run["sketch_output"]
     if "validation" in run:
         if not isinstance(model, GreedyGaussianMixture):
             raise InvalidParameterError(f"{origins['validation']} is for greedy-gmm: held-out rows choose its "
                                         "number of components")
-        extra["X_val"] = np.asarray(open_beside(run["validation"], run.get("data"), 2))
-    return extra
+        held_out = open_beside(run["validation"], run.get("data"), 2)
+        extra["X_val"] = np.asarray(held_out)
+        extra_inputs += input_stores(held_out)
+    return extra, extra_inputs
 
 
 def open_data(url: str, array: str | None):

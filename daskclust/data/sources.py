@@ -54,6 +54,12 @@ class BlockSource:
         arrays = self.array[:2] if self.kind == "sketch" else (self.array,)
         return sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays)
 
+    def zarr_arrays(self) -> list:
+        """The zarr arrays this source reads (none for numpy and dask sources)."""
+        if self.kind == "zarr":
+            return [self.array]
+        return list(self.array[:2]) if self.kind == "sketch" else []
+
     def read(self, start: int, stop: int) -> np.ndarray:
         """Rows ``[start, stop)`` as a C-contiguous array of ``self.dtype``."""
         if self.kind == "dask":

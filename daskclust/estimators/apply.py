@@ -30,7 +30,7 @@ from ..data import ChunkedData, as_chunked_data
 from ..display import optional_bar
 from ..engine.cluster import active_client, scheduler_workers
 from ..errors import ClusterError, InvalidDataError
-from ..io import ARRAY_CONFIG, Location, check_target, check_workers_see, input_store, source_location, writing
+from ..io import ARRAY_CONFIG, Location, check_target, check_workers_see, input_stores, source_location, writing
 from ..kernels.validation import first_nonfinite_row, max_abs, scale_bounds
 
 ROW_BLOCK = 65536
@@ -80,7 +80,7 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
     location = source = None
     if output is not None:
         location, source = Location.parse(output, storage_options), source_location(X)
-        check_target(location, kind, overwrite=overwrite, inputs=[input_store(X), *inputs])
+        check_target(location, kind, overwrite=overwrite, inputs=[*input_stores(X), *inputs])
     data = as_chunked_data(X, storage_options=storage_options)
     if data.n_features != n_features:
         raise InvalidDataError(f"X has {data.n_features} features, but {owner} is expecting {n_features} features "

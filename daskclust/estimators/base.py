@@ -32,7 +32,7 @@ from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..errors import (CheckpointError, ClusterError, InvalidDataError, InvalidParameterError, ModelStoreError,
                       NotFittedError, WorkerLost)
-from ..io import (Location, check_target, check_workers_see, input_store, mark, remove_store, source_location,
+from ..io import (Location, check_target, check_workers_see, input_store, input_stores, mark, remove_store, source_location,
                   store_root)
 from ..models import Family, Params
 from ..search import SearchConfig, make_search
@@ -381,10 +381,11 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         source, weights = self._data_sources(X, sample_weight)
         meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
                 "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
-        read = [block.array for block in (data.source, data.weight_source)
-                if block is not None and block.kind == "zarr"]
+        read = [array for block in (data.source, data.weight_source) if block is not None
+                for array in block.zarr_arrays()]
         stored = [source_location(array) for array in read]  # the zarr arrays every worker reads
-        inputs = [*map(input_store, read), input_store(X)]  # the stores no output may touch
+        inputs = [*map(input_store, read), *input_stores(X), *input_stores(sample_weight)]  # no output may touch them
+        self._check_stores_apart(inputs)
         shared = []
         checkpointer = None
         if checkpoint is not None:
@@ -404,6 +405,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             reset_state_store(state_store)
             shared.append(state_store)
         return FitPlan(settings, meta, checkpointer, resumed, state_store, stored, shared)
+
+    def _check_stores_apart(self, inputs: list[Location | None]) -> None:
+        """Refuse, before any work, a store of the estimator's own (``tree_store``) that overlaps the
+        fit's inputs (a hook: none here)."""
 
     def model_params(self) -> dict:
         """The parameters saved with a model or checkpoint: JSON values, runtime settings left out."""

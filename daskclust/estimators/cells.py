@@ -13,7 +13,7 @@ from ..kernels.rng import stream_key
 from ..names import STREAM_GREEDY
 from ..checkpoint import CONTENT, data_fingerprint
 from ..errors import InvalidDataError, InvalidParameterError
-from ..io import Location
+from ..io import Location, refuse_overlap
 from ..models import FAMILIES
 from ..models.cells import CELL_FAMILIES
 from .gaussian_mixture import GaussianMixture
@@ -121,6 +121,10 @@ class CellGaussianMixture(GaussianMixture):
             raise InvalidParameterError("coreset= does not combine with cells: the cells already summarise the rows")
         self.refinement_ = []
         return super().fit(X, y, sample_weight, client=client, **kwargs)
+
+    def _check_stores_apart(self, inputs):
+        if self.tree_store is not None:
+            refuse_overlap(Location.parse(self.tree_store), "trees", inputs)
 
     def _trees(self, engine, refine, full, resumed: bool = False):
         """The trees and the initial partition: built, or read from ``tree_store``; a resumed fit's

@@ -10,7 +10,7 @@ from ..data import as_chunked_data
 from ..data.sources import pack_sketch
 from ..engine.cluster import connect
 from ..errors import InvalidDataError, InvalidParameterError
-from ..io import store_root
+from ..io import Location, refuse_overlap, store_root
 from ..kernels.infer import top_components
 from ..models import FAMILIES
 from ..models.sketched import SketchedFamily
@@ -127,6 +127,11 @@ class SketchedGaussianMixture(GaussianMixture):
         sketcher = self.sketcher(n_features)
         self._check_initial_params(self._n_clusters(), n_features)
         check_coreset_fit(self.coreset, self._n_clusters(), kwargs.get("checkpoint"), kwargs.get("resume"))
+        if sketch_output is not None:  # the fit's other outputs are checked after the sketch pass: these first
+            sketch_location = Location.parse(sketch_output)
+            others = [kwargs.get("checkpoint"), kwargs.get("resume"), self.state_store]
+            refuse_overlap(sketch_location, "sketch", [Location.parse(o) for o in others if o is not None],
+                           what="another output or input of the fit,")
         with connect(client, self.scheduler_address, security=self.security) as cl:
             self._sketched = sketcher.fit_transform(X, sample_weight, client=cl, output=sketch_output,
                                                     chunk_rows=self.chunk_rows, overwrite=kwargs.get("overwrite", False))

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..data import as_chunked_data
 from ..errors import InvalidParameterError, OutputRefusedError
-from ..io import Location, input_store, source_location
+from ..io import Location, input_stores, source_location
 from .figures import centres_figure, check_history, convergence_figure, distances_figure, sizes_figure
 from .mark import MARK_KEY, mark, marked_kind, new_report_id
 from .page import Panel, render, summary
@@ -109,7 +109,7 @@ def write_report(model, output: str | os.PathLike, *, data=None, array: str | No
     if sizes is None:
         del paths["sizes"]
     source = source_location(data)
-    check_targets(paths, overwrite, [input_store(data), *map(Location.parse, inputs)])
+    check_targets(paths, overwrite, [*input_stores(data), *map(Location.parse, inputs)])
 
     rows = sample_rows(chunked, sample, seed) if chunked is not None else None
     centres = model_centres(model)

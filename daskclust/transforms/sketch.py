@@ -33,7 +33,7 @@ from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
-from ..io import ARRAY_CONFIG, Location, check_target, input_store, missing_chunks, read_root_attrs, writing
+from ..io import ARRAY_CONFIG, Location, check_target, input_stores, missing_chunks, read_root_attrs, writing
 from ..kernels.rng import randint, stream_key
 from ..names import STREAM_SKETCH_ROWS, STREAM_SKETCH_SHARED, STREAM_SKETCH_SIGNS
 
@@ -425,7 +425,7 @@ class Sketch:
             return SketchedData(acc["values"].astype(data.dtype), acc["indices"], weights, transform)
         data = regular_chunks(data, X, sample_weight, storage_options)
         location = Location.parse(output, storage_options)
-        inputs = [input_store(X)]  # None for data in memory
+        inputs = input_stores(X)  # empty for data in memory
         check_target(location, "sketch", overwrite=overwrite, inputs=inputs)
         with connect(client, None) as cl, writing(location, "sketch", checked=True) as target:
             create_store(target, transform, data)
