@@ -114,7 +114,10 @@ def fresh_copy(store: Path, tmp_path_factory) -> Path:
     return copy
 
 
-PROPERTY = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=list(HealthCheck))
+"""Derandomized: CI draws the same corruptions every run (a property test that drew new ones could fail one
+run and pass the next); run with a larger EXAMPLES and ``derandomize=False`` to search further."""
 
 
 @pytest.fixture(scope="module")

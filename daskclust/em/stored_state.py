@@ -23,7 +23,7 @@ import numpy as np
 
 from ..engine.ops import Chunk
 from ..kernels.kdtree import KDTree
-from ..kernels.validation import scale_bounds
+from ..kernels.validation import WEIGHT_MAX, scale_bounds
 from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_K, STATE_SEED_LABEL
 
 @dataclass
@@ -100,6 +100,7 @@ def tree_problem(state: dict, n_rows: int, n_clusters: int | None = None) -> str
         return "the kd-tree's statistics are not shaped for its dimension"
     largest = scale_bounds(np.float64, D)[1]
     if not all(np.all(np.isfinite(a)) for a in floats) or np.any(tree.count < 0) \
+            or np.any(tree.count > max(n_rows, 1) * WEIGHT_MAX) \
             or np.abs(tree.mean).max() > largest or np.abs(tree.second).max() > largest ** 2 \
             or np.abs(tree.direction).max() > 1.0 + 1e-9:
         return "the kd-tree's statistics are not finite, out of range, or a count is negative"
