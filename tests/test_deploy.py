@@ -249,3 +249,37 @@ def test_the_deployment_page_gathers_every_recipe_readme():
     included = set(re.findall(r'^--8<-- "([^"]+)"$', page, re.MULTILINE))
     readmes = {str(p.relative_to(recipes.DEPLOY.parent)) for p in recipes.DEPLOY.rglob("README.md")}
     assert included == readmes
+
+
+def test_every_pod_is_hardened_and_every_cluster_is_fenced():
+    """Non-root pods with the runtime's seccomp profile; containers without privilege escalation or
+    capabilities, on a read-only root file system with /tmp writable; a NetworkPolicy that admits only
+    a cluster's own pods to its scheduler and workers; the compose services hardened alike."""
+    import yaml
+
+    clusters, fenced = set(), set()
+    for path in recipes.MANIFESTS:
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc["kind"] in ("DaskCluster", "DaskJob"):
+                clusters.add(doc["metadata"]["name"])
+            if doc["kind"] == "NetworkPolicy":
+                selected = doc["spec"]["podSelector"]["matchLabels"]["dask.org/cluster-name"]
+                sources = [rule["podSelector"]["matchLabels"] for rule in doc["spec"]["ingress"][0]["from"]]
+                assert doc["spec"]["policyTypes"] == ["Ingress"] and {"dask.org/cluster-name": selected} in sources
+                fenced.add(selected)
+            for pod in recipes._pod_specs(doc):
+                where = f"{path.name}: {doc['metadata']['name']}"
+                context = pod.get("securityContext", {})
+                assert context.get("runAsNonRoot") is True and context.get("seccompProfile") == {"type": "RuntimeDefault"}, where
+                assert {"name": "tmp", "emptyDir": {}} in pod.get("volumes", []), where
+                for container in pod.get("initContainers", []) + pod["containers"]:
+                    own = container.get("securityContext", {})
+                    assert own == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                   "capabilities": {"drop": ["ALL"]}}, (where, container["name"])
+                    assert {"name": "tmp", "mountPath": "/tmp"} in container.get("volumeMounts", []), where
+    assert clusters == fenced == {"daskclust", "daskclust-fit"}
+    compose = yaml.safe_load((recipes.DEPLOY / "docker" / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        assert service["read_only"] is True and service["cap_drop"] == ["ALL"], name
+        assert service["security_opt"] == ["no-new-privileges:true"] and service["user"] == "1000:1000", name
+        assert "8786" not in " ".join(map(str, service.get("ports", []))), name
