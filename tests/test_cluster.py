@@ -224,6 +224,24 @@ def test_a_paused_worker_fails_the_fit_with_a_cluster_error(paused_client, kind,
     assert elapsed < BOUND
 
 
+def test_a_paused_worker_fails_a_written_predict_with_a_cluster_error(paused_client, tmp_path, monkeypatch):
+    """predict(output=) waited for ever (> 300 s) on a worker paused for memory; its waits now go through
+    the fit's liveness check."""
+    import zarr
+
+    monkeypatch.setattr(cluster_mod, "PAUSE_GRACE", 2.0, raising=False)
+    X = small_data()
+    model = daskclust.KMeans(4, random_state=0).fit(X)  # in this process: the paused worker runs nothing
+    zarr.create_array(str(tmp_path / "X.zarr"), data=X, chunks=(100, 2))
+    from daskclust.estimators import apply
+
+    monkeypatch.setattr(apply, "active_client", lambda: paused_client)  # the caller's default client
+    error, elapsed = within(BOUND, model.predict, str(tmp_path / "X.zarr"), output=str(tmp_path / "labels.zarr"))
+    assert isinstance(error, ClusterError), error
+    assert "is paused: its memory is above the pause threshold" in str(error)
+    assert not (tmp_path / "labels.zarr").exists()
+
+
 def test_a_brief_pause_does_not_fail(monkeypatch):
     """A pause that ends before PAUSE_GRACE is forgotten; only a lasting one fails the wait."""
     monkeypatch.setattr(cluster_mod, "PAUSE_GRACE", 0.3, raising=False)

@@ -28,8 +28,8 @@ import zarr
 
 from ..data import ChunkedData, as_chunked_data
 from ..display import optional_bar
-from ..engine.cluster import active_client, scheduler_workers
-from ..errors import ClusterError, InvalidDataError
+from ..engine.cluster import WorkerWatch, active_client, scheduler_workers
+from ..errors import ClusterError, InvalidDataError, WorkerLost
 from ..io import ARRAY_CONFIG, Location, check_target, check_workers_see, input_stores, source_location, writing
 from ..kernels.validation import first_nonfinite_row, max_abs, scale_bounds
 
@@ -208,8 +208,9 @@ def _run_on_cluster(client, task, spans, bar=None) -> list[str | None]:
     ``bar`` counts the spans done (in order)."""
     prefix = f"daskclust-write-{uuid.uuid4().hex[:12]}"
     futures = client.map(task, *zip(*spans), key=[f"{prefix}-{i}" for i in range(len(spans))], pure=False)
+    watch = WorkerWatch(client, scheduler_workers(client), tasks=True)
     try:
-        return _counted((_result(client, future) for future in futures), bar)
+        return _counted((_result(client, future, watch) for future in futures), bar)
     except BaseException:
         keys = {future.key for future in futures}
         client.cancel(futures)
@@ -217,14 +218,18 @@ def _run_on_cluster(client, task, spans, bar=None) -> list[str | None]:
         raise
 
 
-def _result(client, future):
-    """The future's result, failing with :class:`ClusterError` if the cluster has no workers left."""
+def _result(client, future, watch: WorkerWatch):
+    """The future's result, waited for through the fit's liveness check (:class:`WorkerWatch` on
+    tasks): a worker paused for memory longer than ``PAUSE_GRACE`` is a :class:`ClusterError` naming
+    it and its limit; a worker that leaves is not (Dask runs its spans elsewhere) unless none is left."""
     while True:
         try:
-            return future.result(timeout=POLL)
-        except TimeoutError:
-            if not scheduler_workers(client):
+            return watch.result(future)
+        except WorkerLost:
+            remaining = list(scheduler_workers(client))
+            if not remaining:
                 raise ClusterError("the Dask cluster has no workers left to write the output") from None
+            watch.addresses = remaining
 
 
 def _executing(keys, dask_worker=None) -> list:
