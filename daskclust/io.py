@@ -81,6 +81,7 @@ class Location:
                                         f"{type(path).__name__} {path!r}")
         path = os.fspath(path)
         if "://" in path:
+            check_protocol(path)
             options = dict(storage_options or {})
             if path.startswith("file://"):
                 options.setdefault("auto_mkdir", True)
@@ -128,6 +129,18 @@ class Location:
             return False
         a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
         return a.startswith(b) or b.startswith(a)
+
+
+def check_protocol(url: str) -> None:
+    """Refuse a URL whose fsspec protocol is unknown or whose package is not installed
+    (InvalidParameterError with fsspec's advice, e.g. "install gcsfs"), before anything is opened."""
+    import fsspec
+
+    protocol = url.split("://", 1)[0].split("::")[-1]
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except (ImportError, ValueError) as exc:
+        raise InvalidParameterError(f"cannot open {url}: {exc}") from None
 
 
 def source_location(X: Any) -> Location | None:

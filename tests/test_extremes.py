@@ -103,3 +103,22 @@ def test_absurd_transform_parameters_are_invalid_parameters(X):
         LightweightCoreset(10, random_state="a").fit_transform(X)
     with pytest.raises(InvalidParameterError, match="a store's location must be a path or URL .* got int 123"):
         Sketch(2).fit_transform(X, output=123)
+
+
+@pytest.mark.parametrize("address, match", [("tcp://127.0.0.1:99999", "Port out of range"),
+                                            ("tcp://127.0.0.1:abc", "is not a scheduler address"),
+                                            ("http://127.0.0.1:8786", "is not a scheduler address")])
+def test_a_scheduler_address_that_cannot_be_one_is_refused(X, address, match, capsys):
+    from daskclust.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match=match):
+        daskclust.KMeans(2, scheduler_address=address).fit(X)
+
+
+def test_a_url_whose_fsspec_backend_is_missing_is_one_line(capsys):
+    from daskclust.cli import main
+
+    assert main(["info", "gcs://bucket/model.zarr"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["daskclust info: error: cannot open gcs://bucket/model.zarr: Please install "
+                                        "gcsfs to access Google Storage"]

@@ -139,6 +139,27 @@ async def _ask_identity(address: str, security: Security | None, timeout: float)
         comm.abort()
 
 
+SCHEDULER_PROTOCOLS = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+
+
+def check_address(address: str) -> None:
+    """Refuse an address that cannot be a Dask scheduler's (InvalidParameterError): a protocol Dask
+    speaks, a host, and a port in 1-65535 (``tcp://host:99999`` otherwise fails deep in Dask's comms)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(address if "://" in address else f"tcp://{address}")
+        port = parts.port
+    except ValueError as exc:  # a port out of range or not a number
+        raise InvalidParameterError(f"{address!r} is not a scheduler address ({exc}): use tcp://host:8786 or "
+                                    "tls://host:8786") from None
+    if parts.scheme not in SCHEDULER_PROTOCOLS or (parts.scheme != "inproc" and not parts.hostname):
+        raise InvalidParameterError(f"{address!r} is not a scheduler address: use tcp://host:8786 or tls://host:8786 "
+                                    f"(protocols: {', '.join(SCHEDULER_PROTOCOLS)})")
+    if port == 0:
+        raise InvalidParameterError(f"{address!r}: port 0 is not a scheduler's port")
+
+
 def check_scheduler(address: str, security: Security | None = None, timeout: float | None = None) -> dict:
     """The identity of the Dask scheduler at ``address``, asked within ``timeout`` seconds
     (default ``SCHEDULER_TIMEOUT``); :class:`ClusterError` if none answers.
@@ -148,6 +169,7 @@ def check_scheduler(address: str, security: Security | None = None, timeout: flo
     on a private event loop in a daemon thread (bounded by ``asyncio.wait_for``; the caller
     waits for it 2 s longer at most, for the loop's own teardown).
     """
+    check_address(address)
     timeout = SCHEDULER_TIMEOUT if timeout is None else timeout
     outcome: dict[str, Any] = {}
 
