@@ -24,7 +24,7 @@ import numpy as np
 import zarr
 
 from ..engine.ops import Chunk
-from ..errors import ClusterError, InvalidDataError, InvalidParameterError, WorkerLost
+from ..errors import InvalidDataError, InvalidParameterError
 from ..io import Location, check_target, is_complete, mark, read_root_attrs, writing
 from ..kernels import kdtree
 from ..kernels.estep import NDIST_POINTS
@@ -33,7 +33,7 @@ from ..kernels.rng import stream_key
 from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_SEED_LABEL, STREAM_ESTEP
 from .estep_op import EStepOp
 from .loop import EMResult, EMSettings, LoopState, run_em
-from .stored_state import check_states
+from .stored_state import restore_states
 
 TREE_FIELDS = kdtree.KDTree._fields
 
@@ -236,16 +236,8 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
         if found != meta:
             raise InvalidParameterError(f"the tree store {store} holds trees of other data or settings: "
                                         f"{_differences(found, meta)}; choose another tree_store")
-        try:
-            engine.load_state(store.url)
-        except (WorkerLost, ClusterError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - undecodable or missing chunk state on a worker
-            raise InvalidDataError(f"the tree store {store} is damaged: a chunk's trees cannot be read "
-                                   f"({type(exc).__name__}: {exc})") from exc
-        problems = check_states(engine, n_components)
-        if problems:
-            raise InvalidDataError(f"the tree store {store} is damaged: {problems[0]}")
+        restore_states(engine, store.url, n_components,
+                       lambda why: InvalidDataError(f"the tree store {store} is damaged: {why}"))
         return engine.map_reduce(FrontierOp(depth))
     with engine.phase("kd-trees"):
         built = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, depth))

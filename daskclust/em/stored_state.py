@@ -17,11 +17,13 @@ The row order ``__perm__`` is checked by the shard as it reads it (it reorders t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..engine.ops import Chunk
+from ..errors import ClusterError, WorkerLost
 from ..kernels.kdtree import KDTree
 from ..kernels.validation import WEIGHT_MAX, scale_bounds
 from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_K, STATE_SEED_LABEL
@@ -49,6 +51,21 @@ class CheckStateOp:
 def check_states(engine, n_clusters: int) -> list[str]:
     """The problems of every chunk's state on ``engine`` (one pass without rows)."""
     return engine.map_reduce(CheckStateOp(n_clusters))
+
+
+def restore_states(engine, url: str, n_clusters: int, damaged: Callable[[str], Exception]) -> None:
+    """Have the workers read their chunks' states from the store at ``url`` and check them; a state
+    they cannot read (damaged chunk data, which the driver does not read) or that is not valid raises
+    ``damaged(reason)`` (the store's own error type and wording). A lost worker is not damage."""
+    try:
+        engine.load_state(url)
+    except (WorkerLost, ClusterError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - undecodable or missing chunk state on a worker
+        raise damaged(f"a chunk state cannot be read ({type(exc).__name__}: {exc})") from exc
+    problems = check_states(engine, n_clusters)
+    if problems:
+        raise damaged(problems[0] + (f" (and {len(problems) - 1} more chunks)" if len(problems) > 1 else ""))
 
 
 def _ids(value, shape_rows: int, n_clusters: int, low: int, name: str, ndim: int, min_kept: int = 1) -> str | None:

@@ -27,10 +27,10 @@ from ..checkpoint import (
 from ..checkpoint import load as load_checkpoint
 from ..data import as_chunked_data
 from ..em.loop import EMSettings, LoopState, run_em
-from ..em.stored_state import check_states
+from ..em.stored_state import restore_states
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..errors import (CheckpointError, ClusterError, InvalidDataError, InvalidParameterError, ModelStoreError,
+from ..errors import (CheckpointError, InvalidDataError, InvalidParameterError, ModelStoreError,
                       NotFittedError, WorkerLost)
 from ..io import (Location, check_target, check_workers_see, input_store, input_stores, mark, remove_store, source_location,
                   store_root)
@@ -64,20 +64,9 @@ class FitPlan:
 
 
 def restore_chunk_states(engine: Engine, url: str, n_clusters: int) -> None:
-    """Have the workers read their chunks' states from the checkpoint at ``url`` and check them
-    (:mod:`daskclust.em.stored_state`); a state they cannot read (damaged chunk data, which the
-    driver does not read) or that is not a valid state is a :class:`CheckpointError`."""
-    try:
-        engine.load_state(url)
-    except (WorkerLost, ClusterError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - undecodable or missing chunk state on a worker
-        raise CheckpointError(f"checkpoint {url!r} is damaged: a chunk state cannot be read "
-                              f"({type(exc).__name__}: {exc})") from exc
-    problems = check_states(engine, n_clusters)
-    if problems:
-        raise CheckpointError(f"checkpoint {url!r} is damaged: {problems[0]}"
-                              + (f" (and {len(problems) - 1} more chunks)" if len(problems) > 1 else ""))
+    """Have the workers read and check their chunks' states from the checkpoint at ``url``
+    (:func:`daskclust.em.stored_state.restore_states`); damage is a :class:`CheckpointError`."""
+    restore_states(engine, url, n_clusters, lambda why: CheckpointError(f"checkpoint {url!r} is damaged: {why}"))
 
 
 def _recovery_point(plan: FitPlan) -> Checkpoint | None:

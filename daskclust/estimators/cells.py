@@ -19,7 +19,7 @@ from ..models.cells import CELL_FAMILIES
 from .gaussian_mixture import GaussianMixture
 from .apply import check_block
 from .inference import MixtureIndex
-from .params import AnyValue, Interval, Options, PathOrNone
+from .params import Interval, Options, PathOrNone
 
 
 class CellGaussianMixture(GaussianMixture):
