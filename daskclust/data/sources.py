@@ -83,14 +83,20 @@ def pack_sketch(values: np.ndarray, indices: np.ndarray, n_features: int) -> np.
     if values.ndim != 2 or indices.shape != values.shape:
         raise InvalidDataError(f"a sketch's values {values.shape} and indices {indices.shape} must be two arrays of "
                                "the same (rows, Q) shape")
+    check_sketch_indices(indices, n_features)
+    return np.ascontiguousarray(np.hstack([values.astype(np.float64, copy=False),
+                                           indices.astype(np.float64, copy=False)]))
+
+
+def check_sketch_indices(indices: np.ndarray, n_features: int) -> None:
+    """Refuse sketch indices that are not integers in [0, P) (InvalidDataError): the kernels index
+    P-long arrays with them."""
     if indices.dtype.kind not in "iu":
         raise InvalidDataError(f"a sketch's indices must be integers, not {indices.dtype}")
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_features):
         raise InvalidDataError(f"a sketch's indices must lie in [0, {n_features}) (the sketched rows' features); "
                                f"found {int(indices.min())} .. {int(indices.max())}: the sketch is damaged or does "
                                "not belong to its transform")
-    return np.ascontiguousarray(np.hstack([values.astype(np.float64, copy=False),
-                                           indices.astype(np.float64, copy=False)]))
 
 
 def is_path_like(obj: Any) -> bool:

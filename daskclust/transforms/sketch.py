@@ -28,7 +28,7 @@ from numba import njit
 
 from ..data import ChunkedData, as_chunked_data
 from ..data.chunking import row_bounds
-from ..data.sources import BlockSource, pack_sketch
+from ..data.sources import BlockSource, check_sketch_indices, pack_sketch
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
@@ -253,10 +253,7 @@ class SketchedData:
             raise InvalidDataError(f"the sketch's weights {tuple(getattr(self.weights, 'shape', ()))} must be one per "
                                    f"row ({shape[0]})")
         if isinstance(indices, np.ndarray):
-            pack_sketch(values[:0], indices[:0], self.n_features)  # shapes; the range below, without copying
-            if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= self.n_features):
-                raise InvalidDataError(f"a sketch's indices must lie in [0, {self.n_features}); found "
-                                       f"{int(indices.min())} .. {int(indices.max())}")
+            check_sketch_indices(indices, self.n_features)
 
     @property
     def n_samples(self) -> int:
