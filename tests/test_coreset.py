@@ -24,7 +24,7 @@ def draw_in_process(X, w, size, seed, n_chunks=3):
         return acc
 
     moments = run(MomentsOp(RowGeometry(X.shape[1]), n_chunks)).sum(axis=0)
-    W, mean = moments[0], moments[1:] / moments[0]
+    W, mean = moments[0], moments[2:] / moments[0]  # columns: weight, max |x|, sums
     masses = run(MassOp(mean, n_chunks, RowGeometry(X.shape[1])))
     S = masses[:, 1].sum()
     mass = masses[:, 0] / (2 * W) + masses[:, 1] / (2 * S)

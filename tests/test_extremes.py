@@ -10,7 +10,7 @@ import zarr
 
 import daskclust
 from daskclust.errors import InvalidDataError, ModelStoreError
-from daskclust.transforms import LightweightCoreset
+from daskclust.transforms import LightweightCoreset, Sketch
 from conftest import blobs
 
 
@@ -33,6 +33,28 @@ def test_weights_beyond_the_range_are_refused(client_threads, X, fitter, weight)
     empty sequence' or ZeroDivisionError."""
     with pytest.raises(InvalidDataError, match=r"sample_weight\[0\] = .* is not a valid weight: weights must be 0"):
         FITTERS[fitter](X, np.full(len(X), weight), client_threads)
+
+
+RANGE_USERS = {
+    **FITTERS,
+    "sketch": lambda X, w, c: Sketch(2, random_state=0).fit_transform(X, w, client=c),
+    "sketched-gmm": lambda X, w, c: daskclust.SketchedGaussianMixture(4, n_kept=2, random_state=0).fit(
+        X, sample_weight=w, client=c),
+}
+
+
+@pytest.mark.parametrize("user", sorted(RANGE_USERS))
+def test_rows_too_small_to_cluster_are_refused_by_every_estimator_and_transform(client_threads, X, user):
+    """SketchedGaussianMixture (and the sketch and coreset passes) accepted data x1e-300 the others refused."""
+    with pytest.raises(InvalidDataError, match=r"too small to cluster: max \|x\| = .*e-(300|299)"):
+        RANGE_USERS[user](X * 1e-300, None, client_threads)
+
+
+def test_a_sketch_store_of_rows_too_small_is_not_written(client_threads, X, tmp_path):
+    zarr.create_array(str(tmp_path / "tiny.zarr"), data=X * 1e-300, chunks=(200, 3))
+    with pytest.raises(InvalidDataError, match="too small to cluster"):
+        Sketch(2).fit_transform(str(tmp_path / "tiny.zarr"), client=client_threads, output=str(tmp_path / "s.zarr"))
+    assert not (tmp_path / "s.zarr").exists()
 
 
 def test_weights_at_the_edges_of_the_range_fit(client_threads, X):

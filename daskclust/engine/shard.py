@@ -90,6 +90,16 @@ def tree_merge(op: ChunkOp, accs: list) -> Any:
     return accs[0]
 
 
+def check_not_too_small(largest: float, dtype, n_features: int) -> None:
+    """Refuse data whose max |x| (over all rows) lies below :func:`scale_bounds`' lower bound: every
+    squared distance between its rows underflows. All zero is valid (one distinct point)."""
+    if 0 < largest < scale_bounds(dtype, n_features)[0]:
+        raise InvalidDataError(
+            f"X is too small to cluster: max |x| = {largest:.3g}, so every squared distance between rows of "
+            f"{n_features} features underflows {np.dtype(dtype)}; rescale the data (e.g. divide it by max |x|)"
+        )
+
+
 class Shard:
     """Dask actor: a worker's chunks, their per-chunk state, and passes over them.
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidDataError, InvalidParameterError
-from ..kernels.validation import scale_bounds
+from ..engine.shard import check_not_too_small
 from .methods import PROBE_ROWS, afkmc2, assign, kmeans_parallel, kmeanspp, random_rows
 from .ops import DrawOp, FirstPassOp, RelabelOp
 
@@ -81,12 +81,7 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
     first = engine.map_reduce(FirstPassOp(data.n_chunks, DrawOp(seed, 0, PROBE_ROWS, data.n_features)))
     if first["W"].sum() <= 0:
         raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
-    largest = first["max_abs"][0]
-    if 0 < largest < scale_bounds(data.dtype, data.n_features)[0]:  # all zero is valid: one distinct point
-        raise InvalidDataError(
-            f"X is too small to cluster: max |x| = {largest:.3g}, so every squared distance between rows of "
-            f"{data.n_features} features underflows {data.dtype}; rescale the data (e.g. divide it by max |x|)"
-        )
+    check_not_too_small(first["max_abs"][0], data.dtype, data.n_features)
     if isinstance(init, str):
         method = SEEDINGS[init]
         centres, qe, W, n_dist = method(engine, n_clusters, seed=seed, oversampling_factor=oversampling_factor,

@@ -24,8 +24,10 @@ from ..data import as_chunked_data
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
+from ..engine.shard import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
 from ..kernels.rng import stream_key
+from ..kernels.validation import max_abs
 from ..names import STREAM_CORESET_ROWS, STREAM_CORESET_SPLIT
 from ..seeding.ops import chunk_weights
 
@@ -46,6 +48,10 @@ class RowGeometry:
     def mean(self, sums: np.ndarray, total_weight: float) -> np.ndarray:
         return sums / total_weight
 
+    def largest(self, X: np.ndarray) -> float:
+        """max |x| over the rows (the range rule of :func:`check_not_too_small`)."""
+        return max_abs(X)
+
     def squared_distances(self, X: np.ndarray, mean: np.ndarray) -> np.ndarray:
         diff = np.asarray(X, dtype=np.float64) - mean
         return np.einsum("nd,nd->n", diff, diff)
@@ -53,19 +59,21 @@ class RowGeometry:
 
 @dataclass
 class MomentsOp:
-    """Pass 1: per chunk, (W_k, the geometry's sums), in a (n_chunks, 1 + width) array. Kept per chunk
-    and summed on the driver in chunk order, so the mean is the same bits whatever the merge tree."""
+    """Pass 1: per chunk, (W_k, max |x| over the chunk, the geometry's sums), in a (n_chunks, 2 + width)
+    array. Kept per chunk and summed on the driver in chunk order, so the mean is the same bits whatever
+    the merge tree; max |x| gives the range rule of every fit (:func:`check_not_too_small`)."""
 
     geometry: RowGeometry
     n_chunks: int
 
     def new_acc(self) -> np.ndarray:
-        return np.zeros((self.n_chunks, self.geometry.width + 1))
+        return np.zeros((self.n_chunks, self.geometry.width + 2))
 
     def run(self, chunk: Chunk, acc: np.ndarray) -> None:
         w = chunk_weights(chunk)
         acc[chunk.index, 0] += w.sum()
-        acc[chunk.index, 1:] += self.geometry.sums(chunk.X, w)
+        acc[chunk.index, 1] = self.geometry.largest(chunk.X)  # each chunk runs once: the merge's sum keeps it
+        acc[chunk.index, 2:] += self.geometry.sums(chunk.X, w)
 
     @staticmethod
     def merge(a, b):
@@ -195,11 +203,13 @@ class LightweightCoreset:
         data = engine.data
         geometry = self.geometry or RowGeometry(data.n_features)
         with engine.phase("coreset"):
-            moments = engine.map_reduce(MomentsOp(geometry, data.n_chunks)).sum(axis=0)
+            per_chunk = engine.map_reduce(MomentsOp(geometry, data.n_chunks))
+            moments = per_chunk.sum(axis=0)
             W = float(moments[0])
             if W <= 0:
                 raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
-            mean = geometry.mean(moments[1:], W)
+            check_not_too_small(per_chunk[:, 1].max(), data.dtype, geometry.n_features)
+            mean = geometry.mean(moments[2:], W)
             masses = engine.map_reduce(MassOp(mean, data.n_chunks, geometry))
             S = float(masses[:, 1].sum())
             chunk_mass = masses[:, 0] / (2 * W) + (masses[:, 1] / (2 * S) if S > 0 else masses[:, 0] / (2 * W))

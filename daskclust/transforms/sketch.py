@@ -32,9 +32,11 @@ from ..data.sources import BlockSource, check_sketch_indices, pack_sketch
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
+from ..engine.shard import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
 from ..io import ARRAY_CONFIG, Location, check_target, input_stores, missing_chunks, read_root_attrs, writing
 from ..kernels.rng import randint, stream_key
+from ..kernels.validation import max_abs
 from ..names import STREAM_SKETCH_ROWS, STREAM_SKETCH_SHARED, STREAM_SKETCH_SIGNS
 
 PRECONDITIONS = ("dct", "none")
@@ -222,6 +224,10 @@ class SketchGeometry:
         counts = sums[P:]
         return np.divide(sums[:P], counts, out=np.zeros(P), where=counts > 0)
 
+    def largest(self, X: np.ndarray) -> float:
+        """max |value| over the kept entries (the range rule of :func:`check_not_too_small`)."""
+        return max_abs(np.ascontiguousarray(X[:, :self.n_kept]))
+
     def squared_distances(self, X: np.ndarray, mean: np.ndarray) -> np.ndarray:
         """Seed 002 Eq. 30: each sketched row's squared distance to ``mean``, scaled by P / Q."""
         values, idx = self._split(X)
@@ -327,7 +333,8 @@ class SketchOp:
     def new_acc(self) -> dict:
         Q = self.transform.n_kept
         return {"row": np.zeros(0, dtype=np.int64), "values": np.zeros((0, Q)),
-                "indices": np.zeros((0, Q), dtype=self.transform.index_dtype), "w": np.zeros(0)}
+                "indices": np.zeros((0, Q), dtype=self.transform.index_dtype), "w": np.zeros(0),
+                "max_abs": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc: dict) -> None:
         rows = chunk.source_rows(np.arange(chunk.n_rows))
@@ -340,6 +347,7 @@ class SketchOp:
             values[start:start + len(part)], indices[start:start + len(part)] = \
                 self.transform.sketch_rows(chunk.X[part], rows[part])
         w = chunk.w[order] if chunk.w.shape[0] else np.zeros(0)
+        acc["max_abs"][0] = max(acc["max_abs"][0], max_abs(chunk.X))  # the range rule of every fit (seeding's)
         if self.target is not None:
             group = zarr.open_group(self.target.url, mode="r+", **self.target.zarr_kwargs)
             span = slice(chunk.start, chunk.start + chunk.n_rows)
@@ -349,9 +357,13 @@ class SketchOp:
                 group["weights"][span] = w
             return
         part = {"row": rows[order], "values": values, "indices": indices, "w": w if w.shape[0] else np.ones(len(rows))}
-        acc.update(merge_row_lists(acc, part))
+        acc.update(self.merge(acc, {**part, "max_abs": acc["max_abs"]}))
 
-    merge = staticmethod(merge_row_lists)
+    @staticmethod
+    def merge(a: dict, b: dict) -> dict:
+        rows = merge_row_lists({k: v for k, v in a.items() if k != "max_abs"},
+                               {k: v for k, v in b.items() if k != "max_abs"})
+        return {**rows, "max_abs": np.maximum(a["max_abs"], b["max_abs"])}
 
 
 class Sketch:
@@ -418,6 +430,7 @@ class Sketch:
         if output is None:
             with connect(client, None) as cl, self._engine(data, cl) as engine, engine.phase("sketch"):
                 acc = engine.map_reduce(SketchOp(transform, None))
+            check_not_too_small(acc["max_abs"][0], data.dtype, data.n_features)
             weights = acc["w"] if data.weights is not None else None
             return SketchedData(acc["values"].astype(data.dtype), acc["indices"], weights, transform)
         data = regular_chunks(data, X, sample_weight, storage_options)
@@ -427,7 +440,8 @@ class Sketch:
         with connect(client, None) as cl, writing(location, "sketch", checked=True) as target:
             create_store(target, transform, data)
             with self._engine(data, cl) as engine, engine.phase("sketch"):
-                engine.map_reduce(SketchOp(transform, target))
+                acc = engine.map_reduce(SketchOp(transform, target))
+            check_not_too_small(acc["max_abs"][0], data.dtype, data.n_features)  # before the store is committed
         return SketchedData.open(location.url, storage_options)
 
     def _engine(self, data: ChunkedData, client) -> Engine:
