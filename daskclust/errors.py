@@ -32,11 +32,24 @@ class ClusterError(DaskclustError, RuntimeError):
 
 
 class WorkerLost(DaskclustError, RuntimeError):
-    """A worker holding chunks left the cluster during a pass; the fit recovers from it."""
+    """A worker holding chunks left the cluster during a pass; the fit recovers from it.
 
-    def __init__(self, addresses: list[str]):
+    ``memory`` maps each lost worker its nanny restarted for memory to (process memory, memory
+    limit) in bytes, as the nanny reported them to the scheduler.
+    """
+
+    def __init__(self, addresses: list[str], memory: dict[str, tuple[int, int]] | None = None):
         self.addresses = list(addresses)
-        super().__init__(f"lost worker(s) {', '.join(self.addresses)} during a pass")
+        self.memory = dict(memory or {})
+        lost = []
+        for address in self.addresses:
+            if address in self.memory:
+                used, limit = self.memory[address]
+                limit_text = f" of its {limit / 1e6:.0f} MB limit" if limit else ""
+                lost.append(f"{address} (restarted by its nanny: its memory reached {used / 1e6:.0f} MB{limit_text})")
+            else:
+                lost.append(address)
+        super().__init__(f"lost worker(s) {', '.join(lost)} during a pass")
 
 
 class StoreError(DaskclustError, OSError):

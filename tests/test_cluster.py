@@ -184,6 +184,75 @@ def test_a_worker_lost_during_a_pass_still_raises_worker_lost():
         cluster_mod.WorkerWatch(fake, ["tcp://a", "tcp://b"]).check()
 
 
+def _watch_of(alive: dict) -> cluster_mod.WorkerWatch:
+    fake = SimpleNamespace(scheduler=SimpleNamespace(identity=None, address="tcp://s"),
+                           sync=lambda *a, **k: {"workers": alive})
+    return cluster_mod.WorkerWatch(fake, ["tcp://a"])
+
+
+def _failing(exc):
+    def attempt(timeout):
+        raise exc
+    return attempt
+
+
+def test_a_call_to_a_dead_worker_is_worker_lost_not_a_raw_os_error(monkeypatch):
+    """An actor call whose worker died failed with a bare OSError ("Unable to contact Actor's worker")."""
+    alive = {"tcp://a": {"status": "running"}}
+    watch = _watch_of(alive)
+    monkeypatch.setattr(cluster_mod.time, "sleep", lambda s: alive.clear())  # the scheduler notices the loss
+    with pytest.raises(WorkerLost, match="tcp://a"):
+        watch.poll(_failing(OSError("Unable to contact Actor's worker")))
+
+
+def test_a_task_os_error_is_raised_at_once_and_a_live_worker_keeps_the_error(monkeypatch):
+    watch = _watch_of({"tcp://a": {"status": "running"}})
+    t0 = time.monotonic()
+    with pytest.raises(FileNotFoundError):
+        watch.poll(_failing(FileNotFoundError("no chunk")))
+    assert time.monotonic() - t0 < 1.0  # not held for the loss grace
+    monkeypatch.setattr(cluster_mod, "LOSS_GRACE", 0.3)
+    with pytest.raises(OSError, match="Unable to contact"):
+        watch.poll(_failing(OSError("Unable to contact Actor's worker")))
+
+
+@pytest.fixture()
+def memory_cluster():
+    """Two worker processes under nannies with 600 MB each, for this test alone."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0", memory_limit="600MB") as cluster, \
+            Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+def _hold_700_mb():
+    import numpy
+    held = numpy.ones(700_000_000 // 8)  # written, so resident: the nanny terminates the worker at 95 % of 600 MB
+    time.sleep(10)
+    return held.shape
+
+
+def test_a_worker_restarted_for_memory_on_every_try_names_the_limit_and_what_to_change(memory_cluster):
+    """A worker its nanny restarted for memory during a fit gave a raw WorkerLost (or OSError) once
+    the fit stopped recovering, saying nothing of memory."""
+    client = memory_cluster
+
+    def exhaust_a_worker(row):
+        if row["iteration"] >= 2:
+            worker = cluster_workers(client)[-1].address
+            client.submit(_hold_700_mb, workers=[worker], pure=False)
+            time.sleep(3)
+
+    est = daskclust.KMeans(8, random_state=0, max_iter=40, tol=0, callback=exhaust_a_worker)
+    error, elapsed = within(4 * BOUND, est.fit, np.random.default_rng(0).standard_normal((20_000, 4)),
+                            client=client)
+    assert isinstance(error, ClusterError), error
+    message = str(error)
+    assert re.search(r"restarted by its nanny: its memory reached \d+ MB of its 600 MB limit", message), message
+    assert "gives up" in message and "--memory-limit" in message and "chunk_rows" in message
+    assert isinstance(error.__cause__, WorkerLost) and error.__cause__.memory
+
+
 # ------------------------------------------------------------------ a paused worker
 @pytest.fixture(scope="module")
 def paused_client():

@@ -54,6 +54,17 @@ whose chunks and state alone exceed the threshold never does."""
 LIVENESS_POLL = 1.0
 """Seconds between liveness checks while waiting on workers (a check costs one ~1-5 ms query)."""
 
+LOSS_GRACE = 10.0
+"""Seconds for the scheduler to remove a worker whose connection a call found closed: it learns
+of a dead worker process from its own closed stream, within about a second here."""
+
+EVENT_DELAY = 0.5
+"""Seconds to wait for a nanny's restart event when its worker is already seen gone (the nanny
+sends the event in the background just before it terminates the worker)."""
+
+MEMORY_RESTART_TOPIC = "worker-restart-memory"
+"""The scheduler event a nanny logs when it restarts its worker for memory (distributed >= 2023.2)."""
+
 IMPORT_MEMORY = 200_000_000
 """Bytes a worker process holds once it has imported daskclust (numba, zarr, ...): 193 MB
 measured (65 MB idle ``dask worker`` + 128 MB import; Python 3.11, numba 0.68, distributed
@@ -279,6 +290,29 @@ def scheduler_workers(client: Client | Worker) -> dict[str, dict]:
     return dict(info.get("workers") or {})
 
 
+def memory_restarts(client: Client | Worker, addresses: Iterable[str]) -> dict[str, int]:
+    """``{address: process memory in bytes}`` of the workers at ``addresses`` that their nanny
+    restarted for memory (the scheduler's "worker-restart-memory" events); empty on a worker,
+    whose wait the driver's watch repeats."""
+    if not isinstance(client, Client):
+        return {}
+    wanted = set(addresses)
+    try:
+        events = client.get_events(MEMORY_RESTART_TOPIC)
+    except (OSError, TimeoutError):
+        return {}
+    return {e["worker"]: int(e.get("rss") or 0) for _, e in events
+            if isinstance(e, dict) and e.get("worker") in wanted}
+
+
+def _lost_connection(exc: OSError) -> bool:
+    """Whether ``exc`` is how a call to a dead worker fails: the actor's bare ``OSError`` or a
+    closed comm (a task's own ``OSError``, e.g. FileNotFoundError, is a subclass and is not)."""
+    from distributed.comm import CommClosedError
+
+    return type(exc) is OSError or isinstance(exc, CommClosedError)
+
+
 class WorkerWatch:
     """The liveness check of one wait on the workers at ``addresses``.
 
@@ -311,12 +345,30 @@ class WorkerWatch:
         return self.poll(lambda timeout: future.result(timeout=timeout))
 
     def poll(self, attempt: Callable[[float], Any]) -> Any:
-        """Call ``attempt(timeout)`` until it does not raise ``TimeoutError``, checking in between."""
+        """Call ``attempt(timeout)`` until it does not raise ``TimeoutError``, checking in between.
+
+        A call whose worker died fails with a bare ``OSError`` ("Unable to contact Actor's worker")
+        or a closed comm, often before the scheduler has removed the worker: such an error is
+        :class:`WorkerLost` once the scheduler sees the worker gone (within ``LOSS_GRACE`` s)."""
         while True:
             try:
                 return attempt(LIVENESS_POLL)
             except TimeoutError:
                 self.check()
+            except OSError as exc:
+                if not _lost_connection(exc):
+                    raise
+                self._check_gone(exc)
+                raise
+
+    def _check_gone(self, cause: BaseException) -> None:
+        """:meth:`check` until a watched worker is seen gone (raising) or ``LOSS_GRACE`` s pass."""
+        deadline = time.monotonic() + LOSS_GRACE
+        while True:
+            self.check(cause)
+            if time.monotonic() > deadline:
+                return
+            time.sleep(LIVENESS_POLL / 4)
 
     def running(self) -> None:
         """Return once every watched worker runs (is not paused), checking as :meth:`check` does:
@@ -340,7 +392,11 @@ class WorkerWatch:
         if lost:
             if self.starting:
                 self._raise_if_too_small(lost, workers, cause)
-            raise WorkerLost(lost) from cause
+            restarts = memory_restarts(self.client, lost)
+            if len(restarts) < len(lost) and any(self._nannies.get(a) for a in lost):
+                time.sleep(EVENT_DELAY)  # the nanny logs in the background as it terminates the worker
+                restarts = memory_restarts(self.client, lost)
+            raise WorkerLost(lost, {a: (used, self._limits.get(a, 0)) for a, used in restarts.items()}) from cause
         if self.tasks:
             self._check_paused(workers)
         return workers

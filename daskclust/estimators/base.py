@@ -30,7 +30,7 @@ from ..em.loop import EMSettings, LoopState, run_em
 from ..em.stored_state import restore_states
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..errors import (CheckpointError, InvalidDataError, InvalidParameterError, ModelStoreError,
+from ..errors import (CheckpointError, ClusterError, InvalidDataError, InvalidParameterError, ModelStoreError,
                       NotFittedError, WorkerLost)
 from ..io import (Location, check_target, check_workers_see, input_store, input_stores, mark, remove_store, source_location,
                   store_root)
@@ -67,6 +67,18 @@ def restore_chunk_states(engine: Engine, url: str, n_clusters: int) -> None:
     """Have the workers read and check their chunks' states from the checkpoint at ``url``
     (:func:`daskclust.em.stored_state.restore_states`); damage is a :class:`CheckpointError`."""
     restore_states(engine, url, n_clusters, lambda why: CheckpointError(f"checkpoint {url!r} is damaged: {why}"))
+
+
+def recoveries_exhausted(lost: WorkerLost) -> str:
+    """Why a fit stopped retrying after a last lost worker, and what to change."""
+    if lost.memory:
+        advice = ("a worker is restarted when its memory passes the nanny's terminate fraction of its limit "
+                  "(distributed.worker.memory.terminate, 95 %): give the workers more memory (dask worker "
+                  "--memory-limit, LocalCluster(memory_limit=...)), add workers, or cut what each holds with "
+                  "smaller chunks (chunk_rows or the store's chunking) and nothing else running on them")
+    else:
+        advice = "workers keep leaving the cluster: see the workers' and nannies' logs"
+    return f"{lost}; the fit recovered {MAX_RECOVERIES} times and gives up: {advice}"
 
 
 def _recovery_point(plan: FitPlan) -> Checkpoint | None:
@@ -446,7 +458,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                 return result, plan.meta["seeding"]
             except WorkerLost as lost:
                 if attempt == MAX_RECOVERIES:
-                    raise
+                    raise ClusterError(recoveries_exhausted(lost)) from lost
                 resumed = _recovery_point(plan)
                 where = f"from {resumed.url}" if resumed is not None else "from the seeding"
                 progress.say(f"{lost}; starting again {where} on the remaining workers")
