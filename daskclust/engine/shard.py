@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..data import BlockSource
+from ..data.ranges import rows_problem, weights_problem
 from ..errors import InvalidDataError
 from ..io import ARRAY_CONFIG, missing_chunks
-from ..kernels.validation import (WEIGHT_MAX, WEIGHT_MIN, first_invalid_weight, first_nonfinite_row, max_abs,
-                                  scale_bounds)
 from .cluster import WorkerWatch
 from .events import ChunkEvents
 from .ops import Chunk, ChunkOp
@@ -88,16 +87,6 @@ def tree_merge(op: ChunkOp, accs: list) -> Any:
             merged.append(accs[-1])
         accs = merged
     return accs[0]
-
-
-def check_not_too_small(largest: float, dtype, n_features: int) -> None:
-    """Refuse data whose max |x| (over all rows) lies below :func:`scale_bounds`' lower bound: every
-    squared distance between its rows underflows. All zero is valid (one distinct point)."""
-    if 0 < largest < scale_bounds(dtype, n_features)[0]:
-        raise InvalidDataError(
-            f"X is too small to cluster: max |x| = {largest:.3g}, so every squared distance between rows of "
-            f"{n_features} features underflows {np.dtype(dtype)}; rescale the data (e.g. divide it by max |x|)"
-        )
 
 
 class Shard:
@@ -186,28 +175,12 @@ class Shard:
 
     @staticmethod
     def _validate(slot: _Slot, X: np.ndarray, w: np.ndarray) -> None:
-        bad = first_nonfinite_row(X)
-        if bad >= 0:
-            raise InvalidDataError(
-                f"X contains NaN or inf in row {slot.start + bad} (chunk {slot.index}, row {bad} of the chunk); "
-                "remove or impute such rows before clustering"
-            )
-        # too large here; too small only on the whole data (first seeding pass): tiny values beside large are fine
-        largest = max_abs(X)
-        if largest > scale_bounds(X.dtype, X.shape[1])[1]:
-            raise InvalidDataError(
-                f"X is too large to cluster: max |x| = {largest:.3g} (chunk {slot.index}), so squared distances "
-                f"between rows of {X.shape[1]} features overflow {X.dtype}; rescale the data (e.g. divide it by its "
-                "standard deviation)"
-            )
-        if w.shape[0]:
-            bad = first_invalid_weight(w)
-            if bad >= 0:
-                raise InvalidDataError(
-                    f"sample_weight[{slot.start + bad}] = {float(w[bad])!r} (chunk {slot.index}) is not a valid weight: "
-                    f"weights must be 0 or in [{WEIGHT_MIN:.3g}, {WEIGHT_MAX:.3g}] (finite, not subnormal, and small "
-                    "enough that their sums cannot overflow); only their ratios matter, so rescale them"
-                )
+        """The range rules of :mod:`daskclust.data.ranges` (too small only on the whole data, in
+        the first seeding pass: tiny values beside large ones are fine)."""
+        problem = rows_problem(X, slot.start, "cluster", slot.index) or \
+            (weights_problem(w, slot.start, slot.index) if w.shape[0] else None)
+        if problem:
+            raise InvalidDataError(problem)
 
     def content_digests(self) -> dict[int, str]:
         """The content digest of every chunk held, by chunk index (:func:`chunk_digest`); chunks not

@@ -27,11 +27,11 @@ import xarray as xr
 import zarr
 
 from ..data import ChunkedData, as_chunked_data
+from ..data.ranges import rows_problem
 from ..display import optional_bar
 from ..engine.cluster import WorkerWatch, active_client, scheduler_workers
 from ..errors import ClusterError, InvalidDataError, WorkerLost
 from ..io import ARRAY_CONFIG, Location, check_target, check_workers_see, input_stores, source_location, writing
-from ..kernels.validation import first_nonfinite_row, max_abs, scale_bounds
 
 ROW_BLOCK = 65536
 
@@ -54,14 +54,7 @@ def check_block(X: np.ndarray, start: int = 0) -> np.ndarray:
 
 def block_problem(X: np.ndarray, start: int = 0) -> str | None:
     """Why the rows ``X`` (row ``start`` onwards of the input) cannot be scored, or None."""
-    bad = first_nonfinite_row(X)
-    if bad >= 0:
-        return f"X contains NaN or inf in row {start + bad}; cannot assign it to a cluster"
-    largest = max_abs(X)
-    if largest > scale_bounds(X.dtype, X.shape[1])[1]:
-        return (f"X is too large to score: max |x| = {largest:.3g} in rows {start}.., so squared distances between "
-                f"rows of {X.shape[1]} features overflow {X.dtype}; rescale it as the model's training data were")
-    return None
+    return rows_problem(X, start, "score")
 
 
 def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray], *, owner: str, width: int | None,

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.ranges import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
-from ..engine.shard import check_not_too_small
 from .methods import PROBE_ROWS, afkmc2, assign, kmeans_parallel, kmeanspp, random_rows
 from .ops import DrawOp, FirstPassOp, RelabelOp
 

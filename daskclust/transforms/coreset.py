@@ -21,10 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..data import as_chunked_data
+from ..data.ranges import check_not_too_small
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
-from ..engine.shard import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
 from ..kernels.rng import stream_key
 from ..kernels.validation import max_abs

@@ -29,10 +29,10 @@ from numba import njit
 from ..data import ChunkedData, as_chunked_data
 from ..data.chunking import row_bounds
 from ..data.sources import BlockSource, check_sketch_indices, pack_sketch
+from ..data.ranges import check_not_too_small
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
-from ..engine.shard import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
 from ..io import ARRAY_CONFIG, Location, check_target, input_stores, missing_chunks, read_root_attrs, writing
 from ..kernels.rng import randint, stream_key
