@@ -500,5 +500,5 @@ def check_workers_see(client, locations: list[Location], *, error=OutputRefusedE
                 raise error(
                     f"worker {worker} cannot see {location} as the driver does ({why}): every worker must "
                     "reach the same store, on a file system mounted at the same path on every machine "
-                    "or at an fsspec URL (s3://, gs://, ...); see docs/safety.md"
+                    "or at an fsspec URL (s3://, gs://, ...); see docs/guide/safety.md"
                 )
