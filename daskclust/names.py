@@ -29,7 +29,7 @@ STATE_AFKMC2_D2 = "afk_d2"
 """AFK-MC2: each row's squared distance to the first centre (its proposal mass)."""
 
 STATE_CELL_PREFIX = "tree_"
-"""Cell EM (seed 001): the chunk's kd-tree, one state array per field of ``kernels.kdtree.KDTree``."""
+"""Cell EM (Verbeek et al. 2006): the chunk's kd-tree, one state array per field of ``kernels.kdtree.KDTree``."""
 STATE_CELL_FRONTIER = "cell_frontier"
 """Cell EM: the chunk's part of the partition, node indices of its tree."""
 STATE_CELL_K = "cell_K"

@@ -1,4 +1,4 @@
-"""Truncation x coreset x sketch in one call: SGMM (seed 002) on a lightweight coreset (seed 003) of the
+"""Truncation x coreset x sketch in one call: SGMM (Kightley & Becker 2019) on a lightweight coreset (Exarchakis et al. 2022) of the
 sketched rows, fitted by truncated EM, on data generated into a zarr store.
 
 The data are written chunk by chunk (never held whole), sketched in one pass into a zarr sketch

@@ -36,7 +36,7 @@ def truncated_estep(X, w, centres, sigma2, n_keep):
 
 
 def gmm_em(X, centres, n_iter, reg=0.0):
-    """Exact EM for the isotropic equal-weight GMM (seed 000 Eqs. 3-4), textbook form.
+    """Exact EM for the isotropic equal-weight GMM (Forster & Lücke 2018 Eqs. 3-4), textbook form.
 
     Returns per iteration (free energy per point, sigma2 used, QE) and the final centres.
     sigma2 starts at the mean squared distance to the nearest initial centre / D.
@@ -244,7 +244,7 @@ def prune_pairs(keys, sums, weights, rank, C, per_row, symmetric):
 
 
 def estimated_table(prev, tsum, tcnt, keys, sums, counts):
-    """seed 000 Eq. 8 as implemented: per cluster c, itself, then the G - 1 candidates of smallest
+    """Forster & Lücke 2018 Eq. 8 as implemented: per cluster c, itself, then the G - 1 candidates of smallest
     mean distance (tsum / tcnt for c~ = prev[c, g], g >= 1, then the pairs c * C + c~, both only
     with a positive count; ties keep the earlier), topped up with prev[c, 1:] entries not yet
     in the row, then the last entry repeated. Threshold = largest mean kept, inf when topped up."""
@@ -268,7 +268,7 @@ def estimated_table(prev, tsum, tcnt, keys, sums, counts):
 
 
 def similarity_rows(keys, sums, C, row_length, prev_idx, prev_cdf, prev_len):
-    """S rows after an update from the (pruned) pairs (seed 003 Eq. 12 sums): each row its
+    """S rows after an update from the (pruned) pairs (Exarchakis et al. 2022 Eq. 12 sums): each row its
     ``row_length`` largest summed similarities (an unordered pair i < j counts for row i and row j; ties: smaller index
     first), cumulative weights; rows no pair touches keep their previous entries.
     Returns per row (indices, cumulative weights) of its first row_len entries."""

@@ -1,4 +1,4 @@
-"""CellGaussianMixture (seed 001): exact EM on the finest partition, a monotone bound, layout independence."""
+"""CellGaussianMixture (Verbeek et al. 2006): exact EM on the finest partition, a monotone bound, layout independence."""
 
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def test_bad_parameters():
 
 
 def separated_mixture(k=5, D=2, c=2.0, n=20000, n_val=2000, seed=0):
-    """Seed 001 Sec. 7: k unit-covariance components whose means are at least c sqrt(D) apart."""
+    """Verbeek et al. 2006 Sec. 7: k unit-covariance components whose means are at least c sqrt(D) apart."""
     rng = np.random.default_rng(seed)
     while True:
         mu = rng.uniform(-6, 6, size=(k, D))

@@ -1,4 +1,4 @@
-"""The cell families (seed 001 Eqs. 8-13) against the dense families, at the kernel level."""
+"""The cell families (Verbeek et al. 2006 Eqs. 8-13) against the dense families, at the kernel level."""
 
 from __future__ import annotations
 

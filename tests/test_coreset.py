@@ -1,4 +1,4 @@
-"""Lightweight coresets (seed 003): unbiased sums, determinism whatever the workers, weighted input."""
+"""Lightweight coresets (Exarchakis et al. 2022): unbiased sums, determinism whatever the workers, weighted input."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def quantization_error(X, w, centres):
 @pytest.mark.parametrize("data", ["birch", "blobs"])
 @pytest.mark.parametrize("m", [2**12, 2**14])
 def test_quantization_error_of_fixed_centres_within_the_measured_bound(data, m):
-    """Seed 003's guarantee is |QE_coreset - QE| <= eps QE with eps ~ 1 / sqrt(m) (a sum of m independent
+    """Exarchakis et al. 2022's guarantee is |QE_coreset - QE| <= eps QE with eps ~ 1 / sqrt(m) (a sum of m independent
     terms). Measured on BIRCH C = 1024 and 200,000 x 16 blobs (C = 256), 20 seeds each, with the true
     centres and with random rows as centres: the largest relative deviation was 0.055 at m = 2^12 and
     0.023 at m = 2^14 (halving as m quadruples). The tolerance is twice the largest measured:

@@ -1,4 +1,4 @@
-"""kd-trees with principal-component splits (seed 001 Sec. 4) against numpy, on plain arrays."""
+"""kd-trees with principal-component splits (Verbeek et al. 2006 Sec. 4) against numpy, on plain arrays."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Whole fits cannot tell a wrong G_c or S from a right one (the free energy rises for
 any candidate set), so each piece is checked here on its own: the partial E-step's
 candidate sets, statistics, pair statistics and distance counters, the merge of pair
-statistics, the estimated neighbourhoods (seed 000 Eq. 8), the S update (seed 003),
+statistics, the estimated neighbourhoods (Forster & Lücke 2018 Eq. 8), the S update (Exarchakis et al. 2022),
 exact neighbours, spatial_order, then the history counters, a D-GMM quality test and
 float32 fits end to end.
 """

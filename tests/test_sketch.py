@@ -1,4 +1,4 @@
-"""SGMM sketches (seed 002): the transform, the family on the engine, its seeding."""
+"""SGMM sketches (Kightley & Becker 2019): the transform, the family on the engine, its seeding."""
 
 from __future__ import annotations
 

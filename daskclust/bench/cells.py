@@ -1,6 +1,6 @@
-"""Seed 001 Sec. 7, experiment 1: accelerated EM on kd-tree cells (CellGaussianMixture) against exact EM.
+"""Verbeek et al. 2006 Sec. 7, experiment 1: accelerated EM on kd-tree cells (CellGaussianMixture) against exact EM.
 
-Data (:func:`separated_mixture`, :func:`training_data`). Seed 001 samples "a randomly chosen k-component
+Data (:func:`separated_mixture`, :func:`training_data`). Verbeek et al. 2006 samples "a randomly chosen k-component
 Gaussian mixture in d dimensions with a component separation of c", c-separated in Dasgupta's (1999)
 sense: ||m_i - m_j|| >= c sqrt(d max(lambda_max(C_i), lambda_max(C_j))) for every pair. The paper does
 not say how the mixture is drawn; here:
@@ -23,14 +23,14 @@ as the reference ("true").
 Fits (every one from the same initial parameters: the k-means|| seeds of ``KMeans(k, max_iter=0)``
 on the training data, equal weights, sigma^2 I with sigma^2 the seeds' quantization error per
 coordinate, given to each estimator as means_init / weights_init / precisions_init; that shared
-seeding's time and distances are reported apart and counted in nobody's speedup, as seed 001
+seeding's time and distances are reported apart and counted in nobody's speedup, as Verbeek et al. 2006
 initialises both algorithms with k-means):
 
 - exact EM: ``GaussianMixture(k, covariance_type="full", n_truncated=None, search="full")``;
 - accelerated EM: ``CellGaussianMixture(k, covariance_type="full")`` with its defaults (truncated
   E-step over cells, C' = 5, estimated neighbourhoods);
 - accelerated EM, exact E-step over cells: the same with ``n_truncated=None, search="full"``
-  (seed 001's algorithm: every cell evaluates every component).
+  (Verbeek et al. 2006's algorithm: every cell evaluates every component).
 
 Each runs to convergence with the default tolerances. Measured: held-out log-likelihood per point
 (``score(test, exact=True)``), time (``fit_time_``: data placement, the assignment pass of the given
@@ -49,7 +49,7 @@ count, labelled as such); d = 5, 10 (k = 10) and k = 20, 50 (d = 2) at N = 10^5,
 scikit-learn's ``GaussianMixture(covariance_type="full")`` at N = 10^6, k = 10, d = 2 from the same
 initial parameters, against the accelerated EM on the same in-memory rows (target >= 20x faster at
 the same held-out log-likelihood). The speedup against N is plotted to ``docs/cells-speedup.png``.
-Experiment 2 (:func:`greedy_series`): seed 001's greedy learning against its accelerated version on a
+Experiment 2 (:func:`greedy_series`): Verbeek et al. 2006's greedy learning against its accelerated version on a
 5-component 2-separated 2-D mixture (the same generator, c = 2), N = ``GREEDY_N``, held-out set as
 above: ``GreedyGaussianMixture(8)`` on the finest partition (leaf_size=1, every cell one row, no
 refinement: greedy EM on the rows) against the same with its defaults (cells, refinement); both
@@ -422,11 +422,11 @@ def verdicts(series: list[dict], shapes: list[dict], sk: dict) -> list[str]:
         fits_e = slope(ns, [speedups(case, exact_e)["em"] for case in series])
         text += (f" Log-log slopes against N: time {fits['time']:.2f}, EM time {fits['em_time']:.2f}, evaluations "
                  f"{fits['evaluations']:.2f}, EM "
-                 f"evaluations {fits['em']:.2f} (exact E-step over cells: {fits_e:.2f}). Seed 001's claim, a speedup at "
+                 f"evaluations {fits['em']:.2f} (exact E-step over cells: {fits_e:.2f}). Verbeek et al. 2006's claim, a speedup at "
                  f"least linear in N (slope >= 1): {'met' if fits['em'] >= 1 else 'missed'} in EM evaluations (its "
                  f"measure, floating-point operations of EM after a shared k-means start), "
                  f"{'met' if fits['em_time'] >= 1 else 'missed'} in EM time (iterations only, the trees' one-off "
-                 f"build left out as seed 001 does), {'met' if fits['time'] >= 1 else 'missed'} in total time.")
+                 f"build left out as Verbeek et al. 2006 does), {'met' if fits['time'] >= 1 else 'missed'} in total time.")
     prose.append(text)
     checked = [(case, name) for case in series + shapes for name in VARIANTS[1:]
                if speedups(case, name)["within"] is not None]
@@ -448,7 +448,7 @@ def verdicts(series: list[dict], shapes: list[dict], sk: dict) -> list[str]:
             ref = base.get(case["n"])
             parts.append(f"d = {case['d']}, k = {case['k']}, N = {case['n']:,}: {s['time']:.2f}x time, {s['em']:.1f}x EM "
                          f"evaluations" + (f" (d = 2, k = 10: {ref['time']:.2f}x, {ref['em']:.1f}x)" if ref else ""))
-        prose.append("Dimension and components (seed 001: both lower the speedup): " + "; ".join(parts) + ".")
+        prose.append("Dimension and components (Verbeek et al. 2006: both lower the speedup): " + "; ".join(parts) + ".")
     ratio = sk["sklearn"]["seconds"] / sk["ours"]["seconds"]
     same = sk["ours"]["ll"] >= sk["sklearn"]["ll"] - LL_TOLERANCE * abs(sk["sklearn"]["ll"])
     met = ratio >= SKLEARN_TARGET and same
@@ -465,7 +465,7 @@ def verdicts(series: list[dict], shapes: list[dict], sk: dict) -> list[str]:
 
 def run(client) -> Table:
     t0 = time.perf_counter()
-    table = Table("Seed 001 experiment 1: accelerated EM on kd-tree cells against exact EM (full covariances, "
+    table = Table("Verbeek et al. 2006 experiment 1: accelerated EM on kd-tree cells against exact EM (full covariances, "
                   "2 workers x 1 thread)",
                   ["experiment", "N", "d", "k", "system", "seconds", "EM seconds", "iterations", "cells (rounds)",
                    "smallest weight (dropped)", "evaluations",
@@ -560,12 +560,12 @@ def notes(series: list[dict], shapes: list[dict], written: Path | None) -> list[
         + " in the N series) is in nobody's time or evaluations. seconds: fit_time_ (data placement, the assignment "
           "pass of the given means, the cells' tree build, EM and refinement); EM seconds: the EM iterations only "
           "(history_ seconds: E-step pass, M-step; no tree build, no refinement proposals or expansions), the time "
-          "counterpart of seed 001's measure; defaults otherwise (tol 1e-4, cells: "
+          "counterpart of Verbeek et al. 2006's measure; defaults otherwise (tol 1e-4, cells: "
           "leaf_size 16, initial depth 4 (deeper for 100 cells per component), refine_tol 1e-4 on the gain "
           "proposed, refine_fraction 0.5 with half the proposed gain)",
         "evaluations: seeding_distances_ (the given means' assignment pass over the rows, the same for every system) + "
         "history_ n_distances, i.e. (row, component) pairs for exact EM and (cell, component) pairs for cells (a pair "
-        "costs about 2 D^2 flops on a cell against D (D + 1) on a row); EM evaluations: the history's only, seed 001's "
+        "costs about 2 D^2 flops on a cell against D (D + 1) on a row); EM evaluations: the history's only, Verbeek et al. 2006's "
         "measure. Speedups: exact EM's over the variant's. LL gap: (exact - cells) / |exact| in %",
     ]
     share = max((case["fits"][name]["proposals"] / max(case["fits"][name]["em_evaluations"], 1), case["n"], name)

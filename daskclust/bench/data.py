@@ -11,7 +11,7 @@ from ..datasets import birch_grid_centres, make_blobs
 
 
 def birch_array(n_clusters: int, points: int = 100, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """BIRCH grid data of seed 000 (sigma^2 = 1, spacing 4 sqrt 2), rows shuffled, and its centres."""
+    """BIRCH grid data of Forster & Lücke 2018 (sigma^2 = 1, spacing 4 sqrt 2), rows shuffled, and its centres."""
     centres = birch_grid_centres(n_clusters)
     rng = np.random.default_rng(seed)
     labels = rng.permutation(np.repeat(np.arange(n_clusters), points))

@@ -1,4 +1,4 @@
-"""Replication of seed 000's Table 2, BIRCH rows.
+"""Replication of Forster & Lücke 2018's Table 2, BIRCH rows.
 
 BIRCH grid with C = 2025 (N = 202,500) and C = 4096 (N = 409,600); var-k-means-S
 (KMeans, C' = 1) and var-GMM-S (GaussianMixture, C' = G) with G + 1 candidates
@@ -40,7 +40,7 @@ def estimator(name: str, C: int, G: int, init: str, seed: int):
 
 def run(client, sizes=(2025, 4096), runs: int = RUNS) -> Table:
     table = Table(
-        "Paper replication: seed 000 Table 2, BIRCH rows (mean of 5 runs)",
+        "Paper replication: Forster & Lücke 2018 Table 2, BIRCH rows (mean of 5 runs)",
         ["C", "N", "algorithm", "G", "seeding", "speedup (whole fit)", "speedup (median iteration)",
          "centre-centre share", "paper speedup", "QE vs scikit-learn", "paper QE vs k-means", "iterations", "fit s"],
     )
@@ -82,7 +82,7 @@ def _paper_value(text: str) -> list[float]:
 
 
 def verdict(results: dict) -> str:
-    """The comparison with seed 000, written from this run's means (``results[(C, name, G, init)]``)."""
+    """The comparison with Forster & Lücke 2018, written from this run's means (``results[(C, name, G, init)]``)."""
     kmeans, gmm, whole, shares, afk = [], [], [], [], []
     n_below = 0
     for (C, name, G, init), r in sorted(results.items()):
@@ -101,7 +101,7 @@ def verdict(results: dict) -> str:
         n_below += r["speedup"] < paper[-1]
         whole.append(f"{name} C = {C}, {G}+1: {r['speedup']:.0f}x (paper {paper[-1]:.0f}x)")
         shares.append(100 * r["centre_share"])
-    text = (f"Against seed 000's Table 2, counting every distance (point-to-centre and centre-to-centre): per "
+    text = (f"Against Forster & Lücke 2018's Table 2, counting every distance (point-to-centre and centre-to-centre): per "
             f"median iteration var-k-means-S gives {'; '.join(kmeans)}; var-GMM-S gives {'; '.join(gmm)} "
             f"(the paper's minimal / measured values). Over whole fits {n_below} of {len(whole)} rows are below "
             f"the paper's per-iteration figure (its measured one for var-GMM-S: {'; '.join(whole)}). Why: the "

@@ -1,17 +1,17 @@
-"""Streaming transforms: lightweight coresets (seed 003 Table 1) and SGMM sketches (seed 002 Fig. 2), out of core.
+"""Streaming transforms: lightweight coresets (Exarchakis et al. 2022 Table 1) and SGMM sketches (Kightley & Becker 2019 Fig. 2), out of core.
 
 Three tables in one run (2 workers x 1 thread; the out-of-core part on its own 2 x 1 GiB cluster):
 
-1. Seed 003 Table 1 analogue. Baseline: k-means (Lloyd, ``KMeans(search="full")``, k-means|| seeds)
+1. Exarchakis et al. 2022 Table 1 analogue. Baseline: k-means (Lloyd, ``KMeans(search="full")``, k-means|| seeds)
    on the full data. Against it, fits on a lightweight coreset of m = 2^12 rows: k-means + lwcs,
-   the truncated isotropic GMM with estimated neighbourhoods (var-GMM-S, C' = G = 5, seed 003's
+   the truncated isotropic GMM with estimated neighbourhoods (var-GMM-S, C' = G = 5, Exarchakis et al. 2022's
    vc-GMM row) and with sampled candidates (D-GMM, C' = 5, R = 5). Relative error
    eta = (Q_alg - Q_kmeans) / Q_kmeans of the quantization error on the FULL data of each fit's
    centres (nearest centre, computed here apart from the fits); distance-evaluation speedup = the
    baseline's distances (seeding and iterations) over the coreset fit's, counted by the library
    (construction, seeding and EM on the coreset); a second speedup also counts the one E-step on
    the full data with which every coreset fit reports its quality. Mean +- std over SEEDS.
-2. Seed 002 Fig. 2 analogue: SketchedGaussianMixture(3, "diag", exact EM) on scikit-learn's digits
+2. Kightley & Becker 2019 Fig. 2 analogue: SketchedGaussianMixture(3, "diag", exact EM) on scikit-learn's digits
    {0, 3, 9} (64 features) and on a synthetic 784-dimensional three-class set, as a function of Q/P,
    n_init=3 per fit, TRIALS sketches per point: accuracy (best matching of clusters to classes)
    against the full diagonal GMM (GaussianMixture(3, "diag", exact EM, n_init=3) on the raw rows),
@@ -46,7 +46,7 @@ CORESET = 2**12
 SEEDS = (0, 1, 2)
 TABLE1_SETS = (("sipu_birch1", 100), ("sipu_birch3", 100), ("uci_letter", 26),
                ("BIRCH grid N=10^6", 100), ("blobs N=10^6 D=16", 100))
-SEED003 = ("seed 003 Table 1 (2^12 coreset, M = 500, D-GMM): KDD 12.0 % at x622, CIFAR-10 8.0 % at x732; "
+SEED003 = ("Exarchakis et al. 2022 Table 1 (2^12 coreset, M = 500, D-GMM): KDD 12.0 % at x622, CIFAR-10 8.0 % at x732; "
            "k-means + lwcs: KDD 14.0 % at x35.1, CIFAR-10 7.0 % at x48.9")
 FRACTIONS = (0.04, 0.06, 0.10, 0.20, 0.50)
 TRIALS = 5
@@ -88,7 +88,7 @@ def coreset_models(C: int, seed: int) -> dict:
 
 
 def coreset_table(client) -> Table:
-    table = Table(f"Seed 003 Table 1 analogue: lightweight coresets of m = {CORESET} rows against k-means on the "
+    table = Table(f"Exarchakis et al. 2022 Table 1 analogue: lightweight coresets of m = {CORESET} rows against k-means on the "
                   "full data", ["data set", "N x D", "C", "algorithm", "relative error eta %",
                                 "distance speedup", "speedup incl. full-data E-step", "iterations", "seconds"])
     for name, C in TABLE1_SETS:
@@ -152,7 +152,7 @@ def synthetic_784(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sketch_table(client) -> Table:
-    table = Table("Seed 002 Fig. 2 analogue: SGMM (diagonal, exact EM, n_init=3) on sketches against the full "
+    table = Table("Kightley & Becker 2019 Fig. 2 analogue: SGMM (diagonal, exact EM, n_init=3) on sketches against the full "
                   "diagonal GMM", ["data set", "N x P", "Q / P", "Q", "accuracy mean (min)", "of full GMM %",
                                    "fit s", "of full GMM time %", "sketch pass s"])
     verdicts = []

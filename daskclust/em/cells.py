@@ -1,4 +1,4 @@
-"""EM on cached cell statistics across the cluster (seed 001 Secs. 3-4): trees beside their chunks,
+"""EM on cached cell statistics across the cluster (Verbeek et al. 2006 Secs. 3-4): trees beside their chunks,
 truncated E-steps over cells, best-first refinement of the partition.
 
 Per chunk, on its worker, :class:`BuildCellsOp` builds the chunk's kd-tree (principal-component bisector
@@ -193,12 +193,12 @@ class ExpandOp:
 
 @dataclass(frozen=True)
 class RefineSettings:
-    """Refinement (seed 001 Sec. 4). ``depth``: the initial partition, every node at that depth of each
+    """Refinement (Verbeek et al. 2006 Sec. 4). ``depth``: the initial partition, every node at that depth of each
     chunk's tree, deepened until the cells number at least ``cells_per_component`` per component. A
     round expands the best proposed cells holding ``gain_share`` of the round's proposed gain (at most
     ``fraction`` of the cells, at most ``per_chunk`` proposed per chunk); refinement stops when the gain
     of splitting every proposed cell is below ``tol`` of |F| (summed over the data), when nothing
-    gains, or after ``max_rounds`` rounds. (Seed 001's rule, F between successive partitions,
+    gains, or after ``max_rounds`` rounds. (Verbeek et al. 2006's rule, F between successive partitions,
     stopped after one round here: a round expanding the few best cells moves F little even when much
     remains to gain.)"""
 

@@ -1,4 +1,4 @@
-"""Accelerated greedy mixture learning (seed 001 Sec. 5, Eqs. 14-21) on the cells of :mod:`daskclust.em.cells`.
+"""Accelerated greedy mixture learning (Verbeek et al. 2006 Sec. 5, Eqs. 14-21) on the cells of :mod:`daskclust.em.cells`.
 
 From a converged k-component mixture p_k, a new component phi with weight a is sought that maximises the
 bound on the log-likelihood of p_{k+1} = (1 - a) p_k + a phi (Eq. 14) with p_k fixed:

@@ -43,7 +43,7 @@ HISTORY_FIELDS = (
 )
 """Columns of ``history_``: the iteration (counted from 0 in each phase of a fit), the data its
 E-step saw (``"full"``, or ``"coreset"`` for the iterations of a ``coreset=`` fit on the coreset;
-see docs/algorithms/truncated-em.md), free energy per point (seed 004 Eq. 7, or Eq. 15 for k-means), quantization
+see docs/algorithms/truncated-em.md), free energy per point (Lücke & Forster 2019 Eq. 7, or Eq. 15 for k-means), quantization
 error sum_n w_n min_c ||y_n - mu_c||^2 over the clusters
 evaluated (for the weighted families: to the most responsible component's mean), variance
 (sigma^2, or sum_c pi_c tr(Sigma_c) / D), distances evaluated (all of them, then point-to-centre and
@@ -68,7 +68,7 @@ class EMSettings:
     """What the loop needs to know about the model and the stopping rule.
 
     family : the model family (:mod:`daskclust.models`); n_init_esteps E-steps
-    run before the first M-step (seed 000, "neighborhood initialization");
+    run before the first M-step (Forster & Lücke 2018, "neighborhood initialization");
     ``max_iter`` counts M-steps.
     """
 

@@ -1,4 +1,4 @@
-"""CellGaussianMixture: EM on cached cell statistics (seed 001), diagonal or full covariances."""
+"""CellGaussianMixture: EM on cached cell statistics (Verbeek et al. 2006), diagonal or full covariances."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from .params import Interval, Options, PathOrNone
 
 
 class CellGaussianMixture(GaussianMixture):
-    """Gaussian mixture fitted by EM on kd-tree cells (seed 001, Verbeek, Nunnink & Vlassis), truncated.
+    """Gaussian mixture fitted by EM on kd-tree cells (Verbeek et al. 2006, Verbeek, Nunnink & Vlassis), truncated.
 
     Every chunk is partitioned, on its worker, by a kd-tree whose nodes split at the bisector of their
     first principal component and cache their statistics (n_A, mean, within-cell covariance or its
@@ -47,14 +47,14 @@ class CellGaussianMixture(GaussianMixture):
         Nodes of at most this many rows are leaves (1: the finest partition is the rows).
     initial_depth : int, default=4
         The first partition: every node at this depth of each chunk's tree (16 cells a chunk), deeper
-        where needed for 100 cells per component. Seed 001 starts at depth 2 of one tree; on 200,000
+        where needed for 100 cells per component. Verbeek et al. 2006 starts at depth 2 of one tree; on 200,000
         rows of a 10-component 2-D mixture (16 chunks, one ad-hoc run) depth 2 stopped at a worse local
         optimum (held-in log-likelihood -5.096 against -4.957 for EM on the rows), depth 4 reached
         -4.958; at k = 50 on 10^5 rows depth 4 starved 18 components, depth 8 none (the bench's run).
     refine_tol : float, default=1e-4
         Stop refining when splitting every proposed cell would raise F by less than this share of |F|.
     tol : float, default=1e-4
-        EM on a partition stops when F per point changes by at most ``tol`` relatively (seed 001's
+        EM on a partition stops when F per point changes by at most ``tol`` relatively (Verbeek et al. 2006's
         rule; refinement then decides whether to go on).
     refine_fraction : float, default=0.5
         Most cells expanded per round, as a share of the current cells; a round expands the best
@@ -149,7 +149,7 @@ class CellGaussianMixture(GaussianMixture):
 
 
 class GreedyGaussianMixture(CellGaussianMixture):
-    """Accelerated greedy mixture learning (seed 001 Sec. 5) on kd-tree cells: it also answers "how many components?".
+    """Accelerated greedy mixture learning (Verbeek et al. 2006 Sec. 5) on kd-tree cells: it also answers "how many components?".
 
     Starts from one component and adds one at a time (:mod:`daskclust.em.greedy`): candidates from
     random halves of the cells each component is most responsible for (Eq. 15), partial EM of each
@@ -173,7 +173,7 @@ class GreedyGaussianMixture(CellGaussianMixture):
         An addition improves the criterion only by more than this fraction of its best value so far
         (held-out log-likelihoods of nested mixtures creep up by noise).
     tol : float, default=1e-5
-        EM's relative tolerance on F (seed 001's); 1e-4 stopped EM before a new component grew.
+        EM's relative tolerance on F (Verbeek et al. 2006's); 1e-4 stopped EM before a new component grew.
 
     Notes
     -----

@@ -26,11 +26,11 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     """Gaussian mixture fitted by truncated variational EM, for many components and data larger than memory.
 
     p(y) = sum_c pi_c N(y; mu_c, Sigma_c). Each row keeps the C' components of largest
-    log-joint log pi_c + log N(y; mu_c, Sigma_c) among those it evaluates (seed 004
+    log-joint log pi_c + log N(y; mu_c, Sigma_c) among those it evaluates (Lücke & Forster 2019
     Prop. 1 in its general form), K(n), found among the neighbourhoods of its current
-    ones (``search="estimated"``, var-GMM-S of seed 000, O(N C' G) costs per iteration);
+    ones (``search="estimated"``, var-GMM-S of Forster & Lücke 2018, O(N C' G) costs per iteration);
     ``search="full"`` evaluates all components, and with ``n_truncated=None`` (C' = C)
-    this is exact EM, scikit-learn's GaussianMixture. The free energy (seed 004 Eq. 7)
+    this is exact EM, scikit-learn's GaussianMixture. The free energy (Lücke & Forster 2019 Eq. 7)
     never decreases; with C' = C it is the log-likelihood.
 
     A scikit-learn estimator (clusterer and density estimator): ``clone``,
@@ -44,7 +44,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     covariance_type : {"diag", "spherical", "full", "isotropic"}, default="diag"
         "full": a full covariance per component (Cholesky factors; D (D + 1) flops per
         row and component); "diag": a diagonal one (3 D flops); "spherical": one variance
-        per component; "isotropic": seed 000's model, one variance shared by all components
+        per component; "isotropic": Forster & Lücke 2018's model, one variance shared by all components
         and equal weights. All but "isotropic" learn the weights. The default "diag" is the
         richest whose cost per (row, component) pair stays O(D) and whose parameters take
         O(C D) memory: at large C and D, "full" needs C D^2 floats per copy (the
@@ -58,7 +58,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         EM's held-out likelihood there.
     n_explore : int or None, default=None
         Components drawn uniformly per row and iteration besides the search's candidates;
-        None: 1 for "isotropic" (seed 000's "+1"), 5 for the types with per-component
+        None: 1 for "isotropic" (Forster & Lücke 2018's "+1"), 5 for the types with per-component
         covariances, whose neighbourhoods (estimated from the log-joint) miss more of a
         row's best components: on uci_letter, C = 500, diag, 5 raised the final free energy
         from -6.78 to -6.23 per point at the same cost (BIRCH fits were unchanged).
@@ -66,7 +66,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         Added to the diagonal of every covariance after every M-step (scikit-learn's ``reg_covar``).
     learn_weights : bool or None, default=None
         Learn the mixing weights (pi_c = S0_c / W); None: learned for "spherical", "diag"
-        and "full", equal for "isotropic" (seed 000's model). False keeps the initial weights.
+        and "full", equal for "isotropic" (Forster & Lücke 2018's model). False keeps the initial weights.
     init_params : {"kmeans", "seeding"}, default="kmeans"
         How the parameters start. "kmeans" (scikit-learn's default): k-means from the seeding
         (``init``) to convergence, then each component is its cluster: its share of the rows,

@@ -1,4 +1,4 @@
-"""KMeans: k-means as truncated variational EM with C' = 1 (seed 004, Prop. 2)."""
+"""KMeans: k-means as truncated variational EM with C' = 1 (Lücke & Forster 2019, Prop. 2)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     """k-means clustering on Dask, for data larger than memory and many clusters.
 
     k-means as truncated variational EM with one cluster per point (C' = 1,
-    seed 004 Prop. 2). By default each point only evaluates the clusters near
-    its current one (``search="estimated"``: var-k-means-S of seed 000, cost
+    Lücke & Forster 2019 Prop. 2). By default each point only evaluates the clusters near
+    its current one (``search="estimated"``: var-k-means-S of Forster & Lücke 2018, cost
     O(N G D) per iteration instead of O(N C D)); ``search="full"`` is Lloyd's
-    algorithm. The reported free energy is seed 004's k-means free energy
+    algorithm. The reported free energy is Lücke & Forster 2019's k-means free energy
     (Eq. 15), -log C - (D/2) log(2 pi e sigma^2), which never decreases.
 
     A scikit-learn estimator (clusterer and transformer): ``clone``,
@@ -41,7 +41,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     n_explore : int, default=1
         Clusters drawn uniformly per point and iteration besides the neighbourhoods ("+1").
     n_init_esteps : int, default=0
-        E-steps before the first M-step, letting K(n) and G_c settle (seed 000's
+        E-steps before the first M-step, letting K(n) and G_c settle (Forster & Lücke 2018's
         neighbourhood initialisation). K(n) starts at each point's seed centre and
         its nearest centres, so they bring nothing measurable here (BIRCH C = 1024
         and 4096, 3 seeds each: same quantization error with 0, 1 or 2); useful when
@@ -65,7 +65,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         makes the fit deterministic; a RandomState / Generator gives each fit a
         seed drawn from it (so repeated fits differ); None fresh entropy.
     coreset : int or None, default=None
-        m: fit on a lightweight coreset of m weighted rows instead of the data (seed 003,
+        m: fit on a lightweight coreset of m weighted rows instead of the data (Exarchakis et al. 2022,
         :class:`daskclust.transforms.LightweightCoreset`, drawn with the fit's seed), then
         evaluate (and with ``refine_iter`` refine) that model on the full data. m must be at
         least ``n_clusters``; m larger than n_samples is allowed (rows are drawn with

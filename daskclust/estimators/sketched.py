@@ -1,4 +1,4 @@
-"""SketchedGaussianMixture: SGMM (seed 002), a diagonal or spherical mixture fitted on sketches by truncated EM."""
+"""SketchedGaussianMixture: SGMM (Kightley & Becker 2019), a diagonal or spherical mixture fitted on sketches by truncated EM."""
 
 from __future__ import annotations
 
@@ -25,16 +25,16 @@ from .params import AnyValue, Interval, Options
 
 
 class SketchedGaussianMixture(GaussianMixture):
-    """Sparsified Gaussian mixture (SGMM, seed 002): EM on sketches of Q of the P preconditioned features.
+    """Sparsified Gaussian mixture (SGMM, Kightley & Becker 2019): EM on sketches of Q of the P preconditioned features.
 
     ``fit(X)`` sketches the raw rows in one pass (:class:`daskclust.transforms.Sketch`: random sign
     flips, orthonormal DCT, Q entries kept per row, Q_S of them shared) and fits a diagonal or
     spherical mixture in the full P-dimensional preconditioned space from the sketches alone
-    (seed 002 Eqs. 17, 19, 27, 28; :mod:`daskclust.models.sketched`). ``fit`` also takes a
+    (Kightley & Becker 2019 Eqs. 17, 19, 27, 28; :mod:`daskclust.models.sketched`). ``fit`` also takes a
     :class:`~daskclust.transforms.SketchedData` made earlier, in memory or in a zarr sketch store:
     the raw data are then never read. The E-step is truncated like :class:`GaussianMixture`'s: cost
     O(N C' G Q) per iteration with the estimated neighbourhoods, O(N C Q) with ``n_truncated=None``
-    and ``search="full"`` (seed 002's SGMM exactly).
+    and ``search="full"`` (Kightley & Becker 2019's SGMM exactly).
 
     A separate estimator, not a ``sketch=`` option of :class:`GaussianMixture`: its covariances live
     in the preconditioned space (a diagonal there is not diagonal in the raw space), its training
@@ -46,12 +46,12 @@ class SketchedGaussianMixture(GaussianMixture):
     ----------
     n_components : int, default=1
     covariance_type : {"diag", "spherical"}, default="diag"
-        seed 002's two tractable cases (a full covariance would need a Q x Q inverse per row
+        Kightley & Becker 2019's two tractable cases (a full covariance would need a Q x Q inverse per row
         and component).
     n_kept : int or float, default=0.1
         Q, entries kept per row: an int, or a fraction of P in (0, 1] (rounded up).
     n_shared : int, default=0
-        Q_S, entries every row keeps (seed 002 Sec. IV-C).
+        Q_S, entries every row keeps (Kightley & Becker 2019 Sec. IV-C).
     precondition : {"dct", "none"}, default="dct"
     tol : float, default=1e-4
         Stop when the sketches' free energy per point changes by at most ``tol`` relatively (its

@@ -2,7 +2,7 @@
 
 The kernels are generic over the model family (:mod:`daskclust.kernels.family`:
 the family's cost, scale and statistics are compiled in). Written out for the
-mean families (seed 000 Eqs. 1-5, seed 004 Eq. 7: isotropic equal-weight GMM
+mean families (Forster & Lücke 2018 Eqs. 1-5, Lücke & Forster 2019 Eq. 7: isotropic equal-weight GMM
 with centres mu_c and one variance sigma^2, and k-means with C' = 1): for each
 point the kernel keeps the C' closest clusters K(n) among the clusters it
 evaluates, computes the truncated responsibilities
@@ -21,8 +21,8 @@ with a stable log-sum-exp, and adds to the statistics (all float64, IN/OUT):
     scal[CHANGED]       += 1 if the best cluster of n changed
     scal[NDIST_CENTRES] += centre-to-centre distances evaluated (the partial E-steps' pair statistics)
 
-From these the driver computes the M-step (seed 000 Eq. 4) and the free energy
-(seed 004 Eq. 7) without any pass over the data.
+From these the driver computes the M-step (Forster & Lücke 2018 Eq. 4) and the free energy
+(Lücke & Forster 2019 Eq. 7) without any pass over the data.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ inlined into the loop (measured: as fast as the hand-written kernel).
 ``cost(x, c, params)``
     How far row x is from component c: -2 s log p(x, c) up to a term that does not
     depend on c, s = ``scale(params)``. Smaller is more responsible; the kernels keep
-    the C' components of smallest cost (seed 004 Prop. 1 in its general form).
+    the C' components of smallest cost (Lücke & Forster 2019 Prop. 1 in its general form).
 ``scale(params)``
     s above: responsibilities are q_c(x) = exp(-(cost_c - cost_min) / 2 s) / Z.
 ``add_point(x, wq, c, value, params, stats)``
@@ -20,7 +20,7 @@ inlined into the loop (measured: as fast as the hand-written kernel).
 ``euclid(x, c, params, value)``
     ||x - mu_c||^2 (the quantization error's term), ``value`` being ``cost(x, c, params)``.
 ``pair_value(params, value)``
-    What the estimated search averages over the rows closest to a component (seed 000
+    What the estimated search averages over the rows closest to a component (Forster & Lücke 2018
     Eq. 8): the distance sqrt(value) for the Euclidean (mean) families, the cost itself
     -- the negative log-joint -- for the others.
 

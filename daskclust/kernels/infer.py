@@ -13,7 +13,7 @@ from .family import cost, scale
 @njit(nogil=True, cache=True)
 def top_components(X, params, first, table, k, out_idx, out_q, out_lse):
     """Per row: the ``k`` components of smallest cost among its candidates, their responsibilities
-    normalised over those k (the truncated posterior of seed 004 Eq. 5), and
+    normalised over those k (the truncated posterior of Lücke & Forster 2019 Eq. 5), and
     log sum_c exp(-cost_c / 2 s) over all its candidates.
 
     Candidates of row i: ``table[first[i]]`` (the neighbourhood of its nearest mean), or every

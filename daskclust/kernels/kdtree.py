@@ -1,6 +1,6 @@
-"""Per-chunk kd-trees with principal-component splits and cached cell statistics (seed 001 Secs. 3-4).
+"""Per-chunk kd-trees with principal-component splits and cached cell statistics (Verbeek et al. 2006 Secs. 3-4).
 
-The accelerated EM of seed 001 shares one responsibility q_A(s) among the points
+The accelerated EM of Verbeek et al. 2006 shares one responsibility q_A(s) among the points
 of a cell A and needs, per cell, only the averaged sufficient statistics
 (Eqs. 9-13)
 
@@ -497,7 +497,7 @@ def build_tree(X: np.ndarray, w: np.ndarray, leaf_size: int, full: bool) -> KDTr
 def second_moments(tree: KDTree, nodes=None) -> tuple[np.ndarray, np.ndarray]:
     """(within-cell covariance, raw average second moment <x x^T>_A) of ``nodes`` (all by default).
 
-    Full trees give (k, D, D) arrays, diagonal ones (k, D) (<x^2>_A, seed 001 Sec. 3.2).
+    Full trees give (k, D, D) arrays, diagonal ones (k, D) (<x^2>_A, Verbeek et al. 2006 Sec. 3.2).
     The raw moment is covariance + <x>_A <x>_A^T, a sum of positive terms.
     """
     nodes = slice(None) if nodes is None else np.asarray(nodes, dtype=np.int64)

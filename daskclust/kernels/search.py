@@ -1,10 +1,10 @@
 """Partial (truncated) E-step kernels: candidates from cluster neighbourhoods or sampled
-from a similarity matrix, always joined with the current K(n) (seed 000 Algs. 1-2,
-seed 003 Alg. 1), plus the pair statistics that estimate the neighbourhoods.
+from a similarity matrix, always joined with the current K(n) (Forster & Lücke 2018 Algs. 1-2,
+Exarchakis et al. 2022 Alg. 1), plus the pair statistics that estimate the neighbourhoods.
 
 Every kernel offers each point the union of its candidates and its current
 K(n) and keeps the C' closest, so a point's clusters can only get closer: the
-free energy cannot decrease (seed 000 / seed 004 Prop. 1). Statistics are
+free energy cannot decrease (Forster & Lücke 2018 / Lücke & Forster 2019 Prop. 1). Statistics are
 those of :mod:`daskclust.kernels.estep`.
 """
 
@@ -199,9 +199,9 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
 
     Candidates (``mode``):
 
-    NEIGHBOURHOOD (seed 000 Algs. 1-2): G(n) = union of G_c over c in K(n);
+    NEIGHBOURHOOD (Forster & Lücke 2018 Algs. 1-2): G(n) = union of G_c over c in K(n);
         ``neighbours`` (C, G) int32 holds G_c, c first.
-    SAMPLED (D-GMM, seed 003 Alg. 1): ``n_draws`` (R) clusters drawn from the
+    SAMPLED (D-GMM, Exarchakis et al. 2022 Alg. 1): ``n_draws`` (R) clusters drawn from the
         similarity row of the best cluster c_bar = K(n)[0] (Eq. 9; clusters already
         taken are redrawn up to 4 times), uniformly when the row has no more
         entries than K(n); rows are sparse: ``row_idx`` (C, L) int32,
@@ -225,7 +225,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
 
     With ``collect`` the kernel also gathers the pair statistics of its strategy:
 
-    NEIGHBOURHOOD, seed 000 Eq. 8: for the point's closest cluster c_o and every
+    NEIGHBOURHOOD, Forster & Lücke 2018 Eq. 8: for the point's closest cluster c_o and every
         other evaluated c~, the distance ||y - mu_c~|| (or the cost, see above) weighted by w. Pairs with
         c~ in G_{c_o} are added to ``tsum`` / ``tcnt`` (C, G), IN/OUT, at the
         slot of c~; other pairs are returned, and only when the centres are
@@ -240,7 +240,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
         | ||y - mu_c~|| - ||y - mu_c_o|| | <= ||mu_c_o - mu_c~|| <= ||y - mu_c~|| + ||y - mu_c_o||
         settles most pairs from the two point distances already computed; only
         the others cost a centre-to-centre distance.
-    SAMPLED, seed 003 Eq. 12: for every pair i < j among the P = max(C', 2)
+    SAMPLED, Exarchakis et al. 2022 Eq. 12: for every pair i < j among the P = max(C', 2)
         closest evaluated clusters, w exp(-(d_i^2 + d_j^2 - 2 d_min^2) / 2 sigma^2):
         squared distances scaled by 2 sigma^2 and shifted by the point's best,
         so the values cannot underflow (with a general cost: w q_i q_j / q_best^2).
@@ -423,7 +423,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
 
 @njit(nogil=True, cache=True)
 def centre_neighbours(centres, n_neighbors, rows_start, rows_stop, out_idx, out_dist):
-    """Exact G nearest centres (itself first) of centres[rows_start:rows_stop] (seed 000 Alg. 1).
+    """Exact G nearest centres (itself first) of centres[rows_start:rows_stop] (Forster & Lücke 2018 Alg. 1).
 
     out_idx : (C, G) int32 OUT, out_dist : (C, G) float64 OUT (Euclidean distances).
     Returns the number of centre-to-centre distances evaluated, (rows_stop - rows_start) (C - 1).

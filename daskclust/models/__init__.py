@@ -1,7 +1,7 @@
 """Model families on one seam: each owns its parameters, kernel cost, statistics, M-step and free energy.
 
 ``FAMILIES`` maps a family's name to its (stateless) instance: ``"kmeans"`` (hard
-assignments, seed 004 Prop. 3), ``"isotropic"`` (seed 000's equal-weight mixture with
+assignments, Lücke & Forster 2019 Prop. 3), ``"isotropic"`` (Forster & Lücke 2018's equal-weight mixture with
 one shared variance), and the mixtures with learned weights ``"spherical"``,
 ``"diag"`` and ``"full"`` (scikit-learn's covariance types). A new family is one
 new module registering its kernel overloads and a :class:`Family` subclass.

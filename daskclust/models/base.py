@@ -25,7 +25,7 @@ HALF_LOG_2PI = 0.5 * float(np.log(2 * np.pi))
 
 @dataclass
 class SuffStats:
-    """Additive statistics of the truncated E-step (seed 000 Eq. 4 with the q of Eq. 5), float64:
+    """Additive statistics of the truncated E-step (Forster & Lücke 2018 Eq. 4 with the q of Eq. 5), float64:
 
     S0[c] = sum_n w_n q_c(n), S1[c] = sum_n w_n q_c(n) y_n, S2[c] = the second moment about the
     E-step's mean mu_c, sum_n w_n q_c(n) (y_n - mu_c)(y_n - mu_c)^T reduced to the family's
@@ -93,7 +93,7 @@ def variance_floor(sigma2, means: np.ndarray):
 
 
 def updated_means(stats: SuffStats, means: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """mu_c = S1[c] / S0[c] (seed 000 Eq. 4); a component without mass keeps its mean.
+    """mu_c = S1[c] / S0[c] (Forster & Lücke 2018 Eq. 4); a component without mass keeps its mean.
     Also returns the shifts mu_new - mu_old (for the parallel-axis identity)."""
     has_mass = stats.S0 > 0
     new = np.divide(stats.S1, stats.S0[:, None], out=means.copy(), where=has_mass[:, None])  # no boolean gathers
@@ -106,7 +106,7 @@ class Family:
     ``hard``: every row belongs to one cluster (C' = 1, k-means); its assignments
     unchanged mean the M-step repeats itself (a fixed point). ``metric``: the kernel
     cost is a squared Euclidean distance, so the estimated search may bound pairs
-    with the triangle inequality (seed 000 Eq. 8); other families estimate their
+    with the triangle inequality (Forster & Lücke 2018 Eq. 8); other families estimate their
     neighbourhoods from the cost itself (docs/algorithms/families.md).
     """
 
@@ -185,7 +185,7 @@ class Family:
         ``params`` (``kernel`` as the kernels took them); ``new`` is the M-step's result, None when no
         M-step followed.
 
-        Here the truncated free energy at the E-step's parameters (seed 004 Eq. 7, general form),
+        Here the truncated free energy at the E-step's parameters (Lücke & Forster 2019 Eq. 7, general form),
         F = (1/W) sum_n w_n log sum_{c in K(n)} pi_c N(y_n; mu_c, Sigma_c) = LSE / W + log_norm,
         the log-likelihood per point when C' = C, and sum_c pi_c tr(Sigma_c) / D.
         """

@@ -1,4 +1,4 @@
-"""EM on cached cell statistics (seed 001, Verbeek, Nunnink & Vlassis): diagonal and full mixtures fitted on cells.
+"""EM on cached cell statistics (Verbeek et al. 2006, Verbeek, Nunnink & Vlassis): diagonal and full mixtures fitted on cells.
 
 A cell A (a kd-tree node's rows) stands in for its rows through its weight n_A, its mean m_A = <x>_A and its
 within-cell covariance V_A = <x x^T>_A - m_A m_A^T (diagonal: the per-feature variances). The kernels read a

@@ -2,8 +2,8 @@
 
 Their kernel cost is the negative log-joint, cost_c(y) = -2 log pi_c N(y; mu_c, Sigma_c) - D log 2 pi
 = (y - mu_c)^T Sigma_c^-1 (y - mu_c) + log det Sigma_c - 2 log pi_c, with scale 1: the E-step keeps
-the C' components of largest log-joint (seed 004 Prop. 1 in its general form) and
-q_c(y) = exp(-(cost_c - cost_min) / 2) / Z. The M-step (seed 000 Eq. 4 generalised; scikit-learn's
+the C' components of largest log-joint (Lücke & Forster 2019 Prop. 1 in its general form) and
+q_c(y) = exp(-(cost_c - cost_min) / 2) / Z. The M-step (Forster & Lücke 2018 Eq. 4 generalised; scikit-learn's
 ``_estimate_gaussian_parameters``) is
 
     pi_c = S0[c] / W,  mu_c = S1[c] / S0[c],

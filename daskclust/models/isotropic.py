@@ -1,7 +1,7 @@
-"""The isotropic equal-weight Gaussian mixture of seeds 000 / 004: p(y) = (1/C) sum_c N(y; mu_c, sigma^2 I).
+"""The isotropic equal-weight Gaussian mixture of Forster & Lücke 2018 / Lücke & Forster 2019: p(y) = (1/C) sum_c N(y; mu_c, sigma^2 I).
 
 Kernel side (:class:`MeanParams`): cost = ||y - mu_c||^2, scale = sigma^2, so the
-responsibilities are those of seed 000 Eq. 5; k-means (:mod:`.kmeans`) shares the kernel.
+responsibilities are those of Forster & Lücke 2018 Eq. 5; k-means (:mod:`.kmeans`) shares the kernel.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .overloads import add_point_trace, register
 
 MeanParams = namedtuple("MeanParams", ["means", "sigma2"])
 """The kernels' parameters of the mean families (k-means, isotropic): (C, D) float64 means and the
-floored shared variance. cost = ||x - mu_c||^2, scale = sigma^2 (seed 000 Eq. 5)."""
+floored shared variance. cost = ||x - mu_c||^2, scale = sigma^2 (Forster & Lücke 2018 Eq. 5)."""
 
 
 def _mean_add_point(x, wq, c, value, params, stats):
@@ -30,7 +30,7 @@ def _mean_add_point(x, wq, c, value, params, stats):
 
 register(MeanParams, cost=lambda x, c, params: sqdist(x, params.means[c]), add_point=_mean_add_point,
          scale=lambda params: params.sigma2, euclid=lambda x, c, params, value: value,
-         pair_value=lambda params, value: np.sqrt(value))  # seed 000 Eq. 8 averages distances
+         pair_value=lambda params, value: np.sqrt(value))  # Forster & Lücke 2018 Eq. 8 averages distances
 
 WeightedMeanParams = namedtuple("WeightedMeanParams", ["means", "sigma2", "shift"])
 """The isotropic mixture with learned weights: cost = ||x - mu_c||^2 + shift[c], shift[c] = -2 sigma^2 log pi_c
@@ -41,7 +41,7 @@ register(WeightedMeanParams, cost=lambda x, c, params: sqdist(x, params.means[c]
 
 
 def shared_variance_m_step(stats: SuffStats, params: Params, reg: float) -> Params:
-    """Truncated M-step of the means and the shared variance (seed 000 Eq. 4 with the q of Eq. 5).
+    """Truncated M-step of the means and the shared variance (Forster & Lücke 2018 Eq. 4 with the q of Eq. 5).
 
     mu_c = sum_n w_n q_c(n) y_n / sum_n w_n q_c(n); a cluster with no mass keeps
     its centre. sigma^2 = sum_n sum_c w_n q_c(n) ||y_n - mu_c^new||^2 / (D sum_n w_n),
@@ -81,7 +81,7 @@ class SharedVarianceFamily(Family):
         return np.ones((C, D)), np.array(getattr(kernel, "shift", np.zeros(C)), dtype=np.float64)
 
     def log_norm(self, kernel, n_features):
-        """-log C - (D/2) log(2 pi sigma^2) (seed 000 Eq. 2)."""
+        """-log C - (D/2) log(2 pi sigma^2) (Forster & Lücke 2018 Eq. 2)."""
         return -math.log(len(kernel.means)) - 0.5 * n_features * math.log(2 * math.pi * kernel.sigma2)
 
     def n_parameters(self, n_clusters, n_features):
@@ -89,10 +89,10 @@ class SharedVarianceFamily(Family):
 
 
 class IsotropicFamily(SharedVarianceFamily):
-    """var-GMM (seed 000): soft responsibilities over the C' clusters of K(n); the free energy
-    is Eq. 7 of seed 004 at the E-step's parameters, the log-likelihood when C' = C.
+    """var-GMM (Forster & Lücke 2018): soft responsibilities over the C' clusters of K(n); the free energy
+    is Eq. 7 of Lücke & Forster 2019 at the E-step's parameters, the log-likelihood when C' = C.
 
-    Equal weights as in seed 000 unless ``with_weights(True)``: then pi_c = S0[c] / W and the
+    Equal weights as in Forster & Lücke 2018 unless ``with_weights(True)``: then pi_c = S0[c] / W and the
     kernels take :class:`WeightedMeanParams` (cost ||y - mu_c||^2 - 2 sigma^2 log pi_c).
     """
 
@@ -122,7 +122,7 @@ class IsotropicFamily(SharedVarianceFamily):
         return super().n_parameters(n_clusters, n_features) + (n_clusters - 1 if self.learn_weights else 0)
 
     def free_energy(self, stats, params, kernel, new):
-        """Eq. 7 of seed 004 at the E-step's (floored) sigma^2, which the history reports."""
+        """Eq. 7 of Lücke & Forster 2019 at the E-step's (floored) sigma^2, which the history reports."""
         return super().free_energy(stats, params, kernel, new)[0], kernel.sigma2
 
     def final_params(self, stats, params, kernel):

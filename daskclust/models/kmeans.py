@@ -1,4 +1,4 @@
-"""k-means as the C' = 1 limit of truncated EM (seed 004, Prop. 3)."""
+"""k-means as the C' = 1 limit of truncated EM (Lücke & Forster 2019, Prop. 3)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .isotropic import SharedVarianceFamily
 
 
 def kmeans_free_energy(n_clusters: int, n_features: int, sigma2: float) -> float:
-    """k-means free energy per point (seed 004 Prop. 3, Eq. 15): -log C - (D/2) log(2 pi e sigma^2).
+    """k-means free energy per point (Lücke & Forster 2019 Prop. 3, Eq. 15): -log C - (D/2) log(2 pi e sigma^2).
 
     ``sigma2`` is the variance after the M-step, sum_n ||y_n - mu_c(n)||^2 / (D N), floored
     by :func:`~daskclust.models.base.variance_floor`.

@@ -1,9 +1,9 @@
-"""Sparsified Gaussian mixtures (SGMM, seed 002 Sec. II-D): diagonal or spherical mixtures fitted on sketches.
+"""Sparsified Gaussian mixtures (SGMM, Kightley & Becker 2019 Sec. II-D): diagonal or spherical mixtures fitted on sketches.
 
 A sketch row is y = R^T x~, the Q entries of the preconditioned row x~ at its indices i_1 .. i_Q
 (:mod:`daskclust.transforms.sketch`); the kernels read it packed, values then indices
 (:func:`~daskclust.data.sources.pack_sketch`). The model lives in the full P-dimensional
-preconditioned space, and a row's likelihood is that of its observed entries (seed 002 Eqs. 14-16,
+preconditioned space, and a row's likelihood is that of its observed entries (Kightley & Becker 2019 Eqs. 14-16,
 diagonal case): with S_c = diag(s_c),
 
     cost_c(y) = sum_q (y_q - mu_{c,i_q})^2 / s_{c,i_q} + sum_q log s_{c,i_q} - 2 log pi_c
@@ -134,7 +134,7 @@ class SketchedFamily(WeightedFamily):
         return Params(means, weights, cov)
 
     def bootstrap(self, stats: SketchStats, means: np.ndarray, sigma2: float, reg: float) -> Params:
-        """The parameters after the hard bootstrap (seed 002 Sec. III): every row given to its nearest
+        """The parameters after the hard bootstrap (Kightley & Becker 2019 Sec. III): every row given to its nearest
         seed by Eq. 30 (``stats``, centred on the seeds ``means``), weights by Eq. 19 and variances by
         Eq. 28 about the seeds; a feature no row of a seed observed gets ``sigma2``. Every weight
         keeps at least 1e-10 of the mass, so no seed is dropped before its first E-step."""

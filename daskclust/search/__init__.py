@@ -2,12 +2,12 @@
 
 Registry (``search=``; unknown names list the valid ones):
 
-``"full"``        every cluster (exact; with C' < C, k-means-C' of seed 004)
-``"exhaustive"``  seed 000 Alg. 1: G_c = c and its G - 1 nearest centres, recomputed from
+``"full"``        every cluster (exact; with C' < C, k-means-C' of Lücke & Forster 2019)
+``"exhaustive"``  Forster & Lücke 2018 Alg. 1: G_c = c and its G - 1 nearest centres, recomputed from
                   the centres every iteration (O(C^2 D) on the driver)
-``"estimated"``   seed 000 Alg. 2: G_c estimated from the distances the E-step computes
+``"estimated"``   Forster & Lücke 2018 Alg. 2: G_c estimated from the distances the E-step computes
                   anyway (Eq. 8)
-``"sampled"``     D-GMM, seed 003 Alg. 1: R candidates drawn from the similarity row of
+``"sampled"``     D-GMM, Exarchakis et al. 2022 Alg. 1: R candidates drawn from the similarity row of
                   each point's best cluster (Eqs. 9, 12)
 
 Each strategy lives on the driver: it prepares what the E-step needs (a payload

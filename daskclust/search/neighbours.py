@@ -1,5 +1,5 @@
-"""Neighbour tables on the driver: exact centre-centre neighbours (Alg. 1 of seed 000) and
-neighbourhoods estimated from the E-step's pair statistics (Eq. 8 of seed 000)."""
+"""Neighbour tables on the driver: exact centre-centre neighbours (Alg. 1 of Forster & Lücke 2018) and
+neighbourhoods estimated from the E-step's pair statistics (Eq. 8 of Forster & Lücke 2018)."""
 
 from __future__ import annotations
 
@@ -80,11 +80,11 @@ def _estimated_table(prev, tsum, tcnt, keys, sums, counts):
 
 def estimated_neighbours(prev: np.ndarray, tsum: np.ndarray, tcnt: np.ndarray,
                          pairs: PairStats) -> tuple[np.ndarray, np.ndarray]:
-    """G_c from the estimates d_cc~ = mean distance of c~ to the points closest to c (seed 000 Eq. 8).
+    """G_c from the estimates d_cc~ = mean distance of c~ to the points closest to c (Forster & Lücke 2018 Eq. 8).
 
     ``tsum``/``tcnt`` hold the sums for the pairs (c, prev[c, g]); ``pairs`` the
     other pairs (keys c * C + c~ ascending). Clusters with fewer than
-    G - 1 estimates keep entries of their previous G_c (seed 000: clusters no
+    G - 1 estimates keep entries of their previous G_c (Forster & Lücke 2018: clusters no
     point estimates keep their previous neighbourhood). Returns the table and,
     per cluster, the largest estimate it holds (inf when topped up), the bound
     on centre distances above which the next E-step does not record pairs.

@@ -1,7 +1,7 @@
 """Pair statistics of the partial E-steps, reduced in the worker tree with a bounded size.
 
-The estimated search (seed 000 Eq. 8) sums, per pair (c, c~), distances of the
-points closest to c to the centre c~; the sampled search (seed 003 Eq. 12) sums
+The estimated search (Forster & Lücke 2018 Eq. 8) sums, per pair (c, c~), distances of the
+points closest to c to the centre c~; the sampled search (Exarchakis et al. 2022 Eq. 12) sums
 a similarity per unordered pair {i, j}. Both are additive, so they merge like
 the other statistics, but the number of distinct pairs grows with the data.
 Every merge therefore prunes: each row c keeps only its ``per_row`` pairs whose
@@ -17,7 +17,7 @@ prunes what it receives (:meth:`PairStats.pruned`), and the result is the same
 whatever the number of chunks and workers and the shape of the tree. A merge
 prunes once it holds more than twice what a pruned set can hold
 (:attr:`PairStats.capacity`), so every message holds at most 2 C x per_row pairs
-(4 C x per_row for unordered pairs), and pruning costs linear time amortised. Seed 000's bound motivates the order: the points closest to c
+(4 C x per_row for unordered pairs), and pruning costs linear time amortised. Forster & Lücke 2018's bound motivates the order: the points closest to c
 have their mean at the new mu_c, so by Jensen's inequality their mean distance
 to c~ is at least ||mu_c_new - mu_c~||; pairs whose centres are far apart cannot
 enter G_c.

@@ -49,7 +49,7 @@ class FullPayload:
 
 @dataclass
 class NeighbourhoodAcc:
-    """The estimated search's statistics (seed 000 Eq. 8): per (c, g) sums and counts of the
+    """The estimated search's statistics (Forster & Lücke 2018 Eq. 8): per (c, g) sums and counts of the
     distances from the points closest to c to its g-th neighbour, and the pairs outside G_c."""
 
     tsum: np.ndarray
@@ -66,7 +66,7 @@ class NeighbourhoodAcc:
 @dataclass
 class NeighbourhoodPayload:
     """Candidates from the neighbourhoods G_c of K(n)'s clusters plus ``n_explore`` random ones
-    (seed 000 Algs. 1-2). ``thresholds`` (estimated search) make the kernel record the pairs
+    (Forster & Lücke 2018 Algs. 1-2). ``thresholds`` (estimated search) make the kernel record the pairs
     that could enter a neighbourhood, those outside G_c from every ``pair_stride``-th row
     (:func:`~daskclust.kernels.search.estep_truncated`); the exhaustive search records nothing."""
 
@@ -103,7 +103,7 @@ class NeighbourhoodPayload:
 
 @dataclass
 class SampledPayload:
-    """D-GMM (seed 003 Alg. 1): ``n_draws`` candidates drawn from the similarity row of each
+    """D-GMM (Exarchakis et al. 2022 Alg. 1): ``n_draws`` candidates drawn from the similarity row of each
     row's best cluster (``row_idx``, cumulative weights ``row_cdf``, lengths ``row_len``) plus
     ``n_explore`` random ones; the kernel returns the similarity pairs (Eq. 12)."""
 

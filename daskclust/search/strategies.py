@@ -116,7 +116,7 @@ class FullSearch(Search):
 
 
 class ExhaustiveSearch(Search):
-    """seed 000 Alg. 1: G_c = c and its G - 1 nearest centres, from the current centres."""
+    """Forster & Lücke 2018 Alg. 1: G_c = c and its G - 1 nearest centres, from the current centres."""
 
     STATE = ("init_sets", "neighbours")
 
@@ -132,7 +132,7 @@ class ExhaustiveSearch(Search):
 
 
 class EstimatedSearch(Search):
-    """seed 000 Alg. 2: G_c from the mean distance of c~ to the points closest to c (Eq. 8);
+    """Forster & Lücke 2018 Alg. 2: G_c from the mean distance of c~ to the points closest to c (Eq. 8);
     for the families whose cost is not a distance, the mean cost (negative log-joint) instead.
 
     Starts from the exact neighbours of the seeds (computed once). Pairs
@@ -178,7 +178,7 @@ class EstimatedSearch(Search):
 
 
 class SampledSearch(Search):
-    """D-GMM (seed 003 Alg. 1): candidates drawn from a data-driven similarity matrix S.
+    """D-GMM (Exarchakis et al. 2022 Alg. 1): candidates drawn from a data-driven similarity matrix S.
 
     S_ij accumulates, over points with i and j among their P = max(C', 2) closest
     evaluated clusters, w exp(-(d_i + d_j - 2 d_min) / 2 sigma^2): Eq. 12 with

@@ -14,7 +14,7 @@ Registry (unknown names list the valid ones):
                  small; :mod:`daskclust.seeding.reduction`). Default: on the
                  BIRCH grid and the real sets of ``daskclust bench --suite
                  realdata`` Lloyd from it ends below scikit-learn's greedy k-means++.
-``"afkmc2"``     Bachem et al. 2016 (seed 000, 003): Markov chains of length
+``"afkmc2"``     Bachem et al. 2016 (Forster & Lücke 2018, Exarchakis et al. 2022): Markov chains of length
                  ``chain_length`` over one pass of proposal draws.
 ``"k-means++"``  greedy k-means++ (Arthur & Vassilvitskii 2007), exact; two
                  passes per centre, so only for moderate C.

@@ -1,4 +1,4 @@
-"""Seeding on sketches (seed 002 Sec. III): k-means++ on a sample of sketches, then the hard bootstrap.
+"""Seeding on sketches (Kightley & Becker 2019 Sec. III): k-means++ on a sample of sketches, then the hard bootstrap.
 
 1. One pass validates every chunk and draws a sample of S = min(N, max(SAMPLE_PER_CLUSTER C,
    MIN_SAMPLE)) sketch rows without replacement in proportion to their weights (exponential keys,

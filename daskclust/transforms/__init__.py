@@ -1,5 +1,5 @@
 """Streaming chunk transforms: a pass or two over a chunked source that give a smaller data set every
-estimator accepts: seed 003's lightweight coresets (weighted rows) and seed 002's sketches (Q of P
+estimator accepts: Exarchakis et al. 2022's lightweight coresets (weighted rows) and Kightley & Becker 2019's sketches (Q of P
 preconditioned entries per row)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lightweight coresets (seed 003, after Bachem, Lucic and Krause): three passes, m rows with weights.
+"""Lightweight coresets (Exarchakis et al. 2022, after Bachem, Lucic and Krause): three passes, m rows with weights.
 
 With input weights w (1 when unweighted), W = sum_x w(x), the weighted mean mu (pass 1) and
 d(x) = ||x - mu||, every row gets the sampling probability
@@ -150,7 +150,7 @@ class DrawOp:
 
 
 class LightweightCoreset:
-    """A lightweight coreset of ``size`` weighted rows (seed 003; see the module docstring).
+    """A lightweight coreset of ``size`` weighted rows (Exarchakis et al. 2022; see the module docstring).
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
-"""SGMM sketches (seed 002, Sec. II-A and Alg. 1): one pass, Q of P preconditioned features per row.
+"""SGMM sketches (Kightley & Becker 2019, Sec. II-A and Alg. 1): one pass, Q of P preconditioned features per row.
 
-Each row x is preconditioned by a random orthonormal system, x~ = H D x (seed 002 Eq. 1): D flips
+Each row x is preconditioned by a random orthonormal system, x~ = H D x (Kightley & Becker 2019 Eq. 1): D flips
 the signs of the features (one vector of P random signs, stored), H is the orthonormal DCT-II
 (``scipy.fft.dct(norm="ortho")``, O(P log P) a row). Then Q of the P entries of x~ are kept,
 y = R^T x~: Q_S of them, drawn once, are shared by all rows; the other Q - Q_S are drawn per row
@@ -229,7 +229,7 @@ class SketchGeometry:
         return max_abs(np.ascontiguousarray(X[:, :self.n_kept]))
 
     def squared_distances(self, X: np.ndarray, mean: np.ndarray) -> np.ndarray:
-        """Seed 002 Eq. 30: each sketched row's squared distance to ``mean``, scaled by P / Q."""
+        """Kightley & Becker 2019 Eq. 30: each sketched row's squared distance to ``mean``, scaled by P / Q."""
         values, idx = self._split(X)
         return (values - mean[idx]) ** 2 @ np.full(self.n_kept, self.n_features / self.n_kept)
 
@@ -367,14 +367,14 @@ class SketchOp:
 
 
 class Sketch:
-    """SGMM's preconditioned random sparsification (seed 002 Alg. 1), as a streaming chunk transform.
+    """SGMM's preconditioned random sparsification (Kightley & Becker 2019 Alg. 1), as a streaming chunk transform.
 
     Parameters
     ----------
     n_kept : int
         Q, entries kept per row (1 <= Q <= P).
     n_shared : int, default=0
-        Q_S, how many of them are the same for every row (0 <= Q_S <= Q): seed 002 Sec. IV-C; a
+        Q_S, how many of them are the same for every row (0 <= Q_S <= Q): Kightley & Becker 2019 Sec. IV-C; a
         k-means++ seeding on sketches needs overlapping entries to compare rows.
     precondition : {"dct", "none"}, default="dct"
         "dct": random sign flips then the orthonormal DCT-II, so that no entry carries much of a
