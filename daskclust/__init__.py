@@ -4,10 +4,9 @@
 >>> model = KMeans(n_clusters=100).fit("data.zarr")   # doctest: +SKIP
 """
 
-__version__ = "0.1.0"
-
-from .estimators import CellGaussianMixture, GaussianMixture, GreedyGaussianMixture, KMeans, SketchedGaussianMixture  # noqa: E402
-from .errors import InvalidDataError, InvalidParameterError, NotFittedError  # noqa: E402
+from .errors import InvalidDataError, InvalidParameterError, NotFittedError
+from .estimators import CellGaussianMixture, GaussianMixture, GreedyGaussianMixture, KMeans, SketchedGaussianMixture
+from .versions import __version__
 
 
 def load(path, *, storage_options=None):
@@ -23,4 +22,4 @@ def load(path, *, storage_options=None):
     return from_stored(load_model(path, storage_options=storage_options), repr(path))
 
 
-__all__ = ["KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture", "GreedyGaussianMixture", "load", "InvalidDataError", "InvalidParameterError", "NotFittedError"]
+__all__ = ["__version__", "KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture", "GreedyGaussianMixture", "load", "InvalidDataError", "InvalidParameterError", "NotFittedError"]

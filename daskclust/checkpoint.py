@@ -34,12 +34,11 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
-from . import __version__
 from .em.loop import LoopState
-from .models import Params
 from .errors import CheckpointError
-from .io import (ARRAY_CONFIG, Location, check_target, discard, mark, missing_chunks, remove_store, store_kind,
-                 swap_in)
+from .io import ARRAY_CONFIG, Location, check_target, discard, mark, missing_chunks, remove_store, store_kind, swap_in
+from .models import Params
+from .versions import __version__
 
 FORMAT = 2
 """Version of the layout; 2: the model's means, weights and covariances (format 1 held centres and sigma^2)."""

@@ -41,10 +41,10 @@ import numpy as np
 import zarr
 from zarr.errors import ContainsArrayError
 
-from . import __version__
 from .data.chunking import default_chunk_rows
 from .errors import InvalidDataError, InvalidParameterError
 from .io import ARRAY_CONFIG, Location, writing
+from .versions import __version__
 
 #: Distance between neighbouring BIRCH grid centres.
 BIRCH_SPACING = 4.0 * math.sqrt(2.0)

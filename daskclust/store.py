@@ -57,10 +57,9 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from . import __version__
 from .errors import InvalidParameterError, ModelStoreError
 from .io import COMPLETE_ATTR, Location, check_target, missing_chunks, writing
-from .versions import environment_versions
+from .versions import __version__, environment_versions
 
 FORMAT = 1
 """Version of the dataset layout written by this module."""

@@ -14,6 +14,7 @@ import daskclust
 from daskclust import checkpoint
 from daskclust.cli import main
 from daskclust.errors import CheckpointError
+
 from conftest import birch
 
 pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)

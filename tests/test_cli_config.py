@@ -11,13 +11,14 @@ import pytest
 import zarr
 
 import daskclust
-from conftest import blobs
 from daskclust.checkpoint import data_fingerprint
 from daskclust.cli import main
 from daskclust.cli.fit_options import ALGORITHMS, COUNT, estimator_options
 from daskclust.data import as_chunked_data
 from daskclust.transforms import Sketch
 from daskclust.versions import MODEL_PACKAGES
+
+from conftest import blobs
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "fit.toml"
 

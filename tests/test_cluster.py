@@ -35,6 +35,7 @@ from daskclust.engine import cluster as cluster_mod
 from daskclust.engine.cluster import connect, start_local_cluster
 from daskclust.engine.engine import Engine, cluster_workers
 from daskclust.errors import ClusterError, WorkerLost
+
 from process_cluster import process_cluster
 
 BOUND = 60.0
@@ -420,8 +421,8 @@ def test_the_default_embedded_cluster_runs_in_this_process_on_loopback():
 
 @pytest.fixture()
 def warmup(monkeypatch):
-    """daskclust.engine.warmup with no dtype prepared yet in this process."""
-    from daskclust.engine import warmup as mod
+    """daskclust.estimators.warmup with no dtype prepared yet in this process."""
+    from daskclust.estimators import warmup as mod
 
     monkeypatch.setattr(mod, "_prepared", set())
     return mod
@@ -524,7 +525,7 @@ import numpy as np
 from distributed import Client, LocalCluster
 from numba.core import event
 import daskclust
-from daskclust.engine import warmup
+from daskclust.estimators import warmup
 from daskclust.datasets import birch_grid_centres
 
 compiled = []

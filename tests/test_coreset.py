@@ -9,6 +9,7 @@ from daskclust.engine.ops import Chunk
 from daskclust.errors import InvalidDataError, InvalidParameterError
 from daskclust.transforms import LightweightCoreset
 from daskclust.transforms.coreset import DrawOp, MassOp, MomentsOp, RowGeometry
+
 from conftest import birch
 
 

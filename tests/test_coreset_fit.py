@@ -8,13 +8,14 @@ import pytest
 import zarr
 from scipy.special import logsumexp
 from sklearn.base import clone
+from test_safety import snapshot
 
 import daskclust
 from daskclust.cli import main
 from daskclust.errors import InvalidDataError, InvalidParameterError
 from daskclust.estimators.base import derive_seeds
+
 from conftest import birch
-from test_safety import snapshot
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,9 @@ import zarr
 from distributed import Client
 
 import daskclust
-import recipes
 from daskclust.cli.demo import recovered_fraction
+
+import recipes
 from process_cluster import process_cluster, still_running
 from recipes import RecipeError
 

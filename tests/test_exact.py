@@ -10,6 +10,7 @@ import zarr
 from sklearn.cluster import KMeans as SKKMeans
 
 import daskclust
+
 from conftest import birch
 from reference import gmm_em
 

@@ -11,6 +11,7 @@ import zarr
 import daskclust
 from daskclust.errors import InvalidDataError, ModelStoreError
 from daskclust.transforms import LightweightCoreset, Sketch
+
 from conftest import blobs
 
 

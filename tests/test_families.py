@@ -11,14 +11,20 @@ import pytest
 import scipy.sparse
 from sklearn.exceptions import ConvergenceWarning as SKConvergenceWarning
 from sklearn.mixture import GaussianMixture as SKGaussianMixture
+from test_resilience import Interrupt, interrupt_at
 
 import daskclust
 from daskclust import checkpoint
-from daskclust.errors import (ConvergenceError, ConvergenceWarning, InvalidDataError, InvalidParameterError,
-                              OutputRefusedError)
+from daskclust.errors import (
+    ConvergenceError,
+    ConvergenceWarning,
+    InvalidDataError,
+    InvalidParameterError,
+    OutputRefusedError,
+)
 from daskclust.models import FAMILIES
+
 from reference import gaussian_em_step
-from test_resilience import Interrupt, interrupt_at
 
 FAMILY_NAMES = ("spherical", "diag", "full")
 SEARCHES = ("full", "exhaustive", "estimated", "sampled")

@@ -13,10 +13,11 @@ import time
 import numpy as np
 import pytest
 import zarr
+from test_safety import snapshot
 
 import daskclust
+
 from process_cluster import process_cluster
-from test_safety import snapshot
 
 
 def _wait_for(predicate, timeout, what):

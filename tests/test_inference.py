@@ -16,7 +16,7 @@ from sklearn.mixture import GaussianMixture as SKGaussianMixture
 import daskclust
 from daskclust.estimators.inference import SCORE_TOLERANCE, MixtureIndex
 from daskclust.models import FAMILIES, Params
-from daskclust.models.full import precisions_cholesky
+
 from reference import gaussian_log_joint
 
 FAMILY_NAMES = ("kmeans", "isotropic", "isotropic-weighted", "spherical", "diag", "full")

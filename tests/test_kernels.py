@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from daskclust.kernels.ballindex import ball_nearest, build_ball_index, greedy_kmeanspp_balls
 from daskclust.kernels.estep import (
     CHANGED,
     LSE,
-    NDIST_POINTS,
     N_SCALARS,
+    NDIST_POINTS,
     QE,
     W,
     all_distances,
@@ -17,11 +18,10 @@ from daskclust.kernels.estep import (
     insert_sorted,
 )
 from daskclust.kernels.rng import stream_key, uniform
-from daskclust.kernels.ballindex import ball_nearest, build_ball_index, greedy_kmeanspp_balls
 from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys, potentials
 from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
-
 from daskclust.models import MeanParams
+
 from reference import sq_distances, truncated_estep
 
 pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)

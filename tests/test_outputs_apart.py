@@ -15,6 +15,7 @@ from daskclust import CellGaussianMixture, SketchedGaussianMixture
 from daskclust.cli import main
 from daskclust.errors import OutputRefusedError
 from daskclust.transforms import Sketch, SketchedData
+
 from conftest import blobs
 
 

@@ -8,6 +8,7 @@ import zarr
 from sklearn.base import clone
 
 import daskclust
+
 from conftest import birch, blobs
 
 MODELS = {

@@ -11,13 +11,14 @@ import pytest
 import zarr
 from distributed import Client, LocalCluster
 from sklearn.base import clone
+from test_properties import assert_same_model
 
 import daskclust
 from daskclust import checkpoint
 from daskclust.cli import main
 from daskclust.errors import CheckpointError
+
 from conftest import birch
-from test_properties import assert_same_model
 
 
 class Interrupt(Exception):

@@ -22,6 +22,7 @@ from daskclust.errors import (
     ModelStoreError,
     OutputRefusedError,
 )
+
 from conftest import birch
 
 

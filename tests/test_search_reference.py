@@ -15,20 +15,22 @@ import functools
 import numpy as np
 import pytest
 import zarr
+from test_properties import assert_non_decreasing
 
 import daskclust
-from conftest import birch, blobs
 from daskclust.cli.demo import recovered_fraction
 from daskclust.kernels.estep import CHANGED, LSE, N_SCALARS, NDIST_CENTRES, NDIST_POINTS, QE, W
 from daskclust.kernels.rng import randint, stream_key, uniform
 from daskclust.kernels.search import NEIGHBOURHOOD, PAIR_BLOCK, SAMPLED, centre_neighbours, estep_truncated
+from daskclust.models import MeanParams
 from daskclust.search import SearchConfig
 from daskclust.search.neighbours import ROWS_PER_TASK, estimated_neighbours, exact_neighbours
-from daskclust.models import MeanParams
 from daskclust.search.pairs import PairStats
 from daskclust.search.payloads import NeighbourhoodAcc
 from daskclust.search.strategies import EstimatedSearch, ExhaustiveSearch, FullSearch, SampledSearch
 from daskclust.seeding import spatial_order
+
+from conftest import birch, blobs
 from reference import (
     estimated_table,
     exact_centre_neighbours,
@@ -37,7 +39,6 @@ from reference import (
     similarity_rows,
     truncated_search_estep,
 )
-from test_properties import assert_non_decreasing
 
 RTOL = 1e-10  # the kernel sums in another order (fastmath reassoc) than the reference
 _NO_ROWS = (np.zeros((0, 0), dtype=np.int32), np.zeros((0, 0)), np.zeros(0, dtype=np.int32))

@@ -17,6 +17,7 @@ from daskclust.seeding import seed
 from daskclust.seeding.sketch import seed_sketches
 from daskclust.transforms import Sketch, SketchedData
 from daskclust.transforms.sketch import SketchTransform
+
 from conftest import blobs
 
 SEARCHES = ("full", "exhaustive", "estimated", "sampled")

@@ -13,6 +13,7 @@ import zarr
 from daskclust import SketchedGaussianMixture
 from daskclust.errors import InvalidDataError
 from daskclust.transforms import Sketch, SketchedData, SketchTransform
+
 from conftest import blobs
 
 pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)

@@ -12,6 +12,7 @@ import daskclust
 from daskclust import SketchedGaussianMixture
 from daskclust.errors import InvalidDataError, InvalidParameterError
 from daskclust.transforms import Sketch, SketchedData
+
 from conftest import blobs
 
 

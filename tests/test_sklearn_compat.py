@@ -20,6 +20,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import daskclust
 from daskclust.errors import InvalidParameterError
 from daskclust.estimators.base import derive_seeds
+
 from conftest import blobs
 
 EXPECTED_FAILED_CHECKS = {

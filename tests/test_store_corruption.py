@@ -23,6 +23,7 @@ import daskclust
 from daskclust import CellGaussianMixture, SketchedGaussianMixture
 from daskclust.errors import DaskclustError
 from daskclust.transforms import Sketch, SketchedData
+
 from conftest import blobs
 
 pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)

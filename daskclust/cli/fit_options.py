@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from ..errors import InvalidParameterError
-from ..estimators import (CellGaussianMixture, GaussianMixture, GreedyGaussianMixture, KMeans,
-                          SketchedGaussianMixture)
+from ..estimators import CellGaussianMixture, GaussianMixture, GreedyGaussianMixture, KMeans, SketchedGaussianMixture
 from ..estimators.params import AnyValue, Interval, Options, RandomStateLike
 from ..seeding import SEEDINGS
 from ..transforms import Sketch

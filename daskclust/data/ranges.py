@@ -11,8 +11,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidDataError
-from ..kernels.validation import (WEIGHT_MAX, WEIGHT_MIN, first_invalid_weight, first_nonfinite_row, max_abs,
-                                  scale_bounds)
+from ..kernels.validation import (
+    WEIGHT_MAX,
+    WEIGHT_MIN,
+    first_invalid_weight,
+    first_nonfinite_row,
+    max_abs,
+    scale_bounds,
+)
 
 
 def rows_problem(X: np.ndarray, start: int, purpose: str, chunk: int | None = None) -> str | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 import zarr
 
 from ..engine.ops import Chunk

@@ -28,6 +28,7 @@ from ..kernels.kdtree import KDTree
 from ..kernels.validation import WEIGHT_MAX, scale_bounds
 from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_K, STATE_SEED_LABEL
 
+
 @dataclass
 class CheckStateOp:
     """One pass, no rows read: the problems found in each chunk's state (empty when all is well)."""

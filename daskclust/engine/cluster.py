@@ -19,7 +19,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from distributed import Client, LocalCluster, Worker
 from distributed.security import Security
@@ -85,6 +86,34 @@ def active_client() -> Client | None:
         return None
 
 
+class KernelPreparation(Protocol):
+    """Compiles the kernels a fit of ``dtype`` data runs into numba's cache before an embedded
+    cluster works (``client`` None: before worker processes start); returns a report with
+    ``compiled`` (bool) and ``seconds``."""
+
+    def __call__(self, client: Client | None, dtype, *, announce: Callable[[str], None] | None = None) -> Any: ...
+
+
+_kernel_preparation: KernelPreparation | None = None
+
+
+def set_kernel_preparation(prepare: KernelPreparation) -> None:
+    """Set what :func:`connect` runs before an embedded cluster works. The engine knows no fit:
+    the layer that does (:mod:`daskclust.estimators`) sets it when imported."""
+    global _kernel_preparation
+    _kernel_preparation = prepare
+
+
+@dataclass(frozen=True)
+class _NothingPrepared:
+    compiled: bool = False
+    seconds: float = 0.0
+
+
+def _prepare_nothing(client, dtype, *, announce=None) -> _NothingPrepared:
+    return _NothingPrepared()
+
+
 EMBEDDED_CLUSTER = {"processes": False}
 """The cluster a fit starts when it is given none: one worker in this process with a thread per
 core (the kernels release the GIL, so its threads compute in parallel). Measured with
@@ -92,7 +121,7 @@ core (the kernels release the GIL, so its threads compute in parallel). Measured
 2.5 s and 2.4 s of CPU on an idle machine (6-10 s, 9-10 s of CPU, with two worker processes,
 which each start an interpreter, import daskclust, load the kernels and are stopped at the
 end); first run: 11 s (22 s), the kernels compiled once on two cores (see
-:mod:`daskclust.engine.warmup`) instead of once in every process. Worker processes (memory
+:mod:`daskclust.estimators.warmup`) instead of once in every process. Worker processes (memory
 limits enforced by nannies, a crashed worker restarted) are one ``client`` or
 ``scheduler_address`` away, or ``connect(cluster_kwargs={"processes": True})``."""
 
@@ -231,9 +260,10 @@ def connect(
     The cluster started here is ``start_local_cluster(**cluster_kwargs)``, by default
     :data:`EMBEDDED_CLUSTER` (workers are threads of this process). Before it runs anything,
     the kernels of a fit of ``dtype`` data are compiled into numba's cache if they are not
-    there yet, on two cores (:func:`daskclust.engine.warmup.prepare_kernels`): in this process
-    for an in-process cluster, before the worker processes start for another. Clusters given
-    by ``client``, ``scheduler_address`` or the active client are used as they are.
+    there yet, on two cores (the preparation set with :func:`set_kernel_preparation`, by the
+    estimators: :func:`daskclust.estimators.warmup.prepare_kernels`): in this process for an
+    in-process cluster, before the worker processes start for another. Clusters given by
+    ``client``, ``scheduler_address`` or the active client are used as they are.
     """
     if client is not None:
         yield client
@@ -248,18 +278,17 @@ def connect(
     if current is not None:
         yield current
         return
-    from .warmup import prepare_kernels
-
+    prepare = _kernel_preparation or _prepare_nothing
     options = dict(EMBEDDED_CLUSTER if cluster_kwargs is None else cluster_kwargs)
     in_process = options.get("processes") is False
-    report = None if in_process else prepare_kernels(None, dtype, announce=announce)  # workers only load them
+    report = None if in_process else prepare(None, dtype, announce=announce)  # workers only load them
     cluster = start_local_cluster(**options)
     try:
         with Client(cluster, set_as_default=False) as own:
             if announce is not None:
                 announce(f"started {_describe(cluster, own)}; dashboard: {own.dashboard_link}")
             if in_process:
-                report = prepare_kernels(own, dtype, announce=announce)
+                report = prepare(own, dtype, announce=announce)
             if announce is not None and report.compiled:
                 announce(f"compiled in {report.seconds:.1f} s, once: later fits load them from the cache")
             yield own

@@ -15,9 +15,9 @@ import zarr
 from sklearn.base import BaseEstimator
 
 from ..checkpoint import (
-    Checkpoint,
     CONTENT,
     RUNTIME_PARAMS,
+    Checkpoint,
     Checkpointer,
     check_content,
     check_resumable,
@@ -30,10 +30,26 @@ from ..em.loop import EMSettings, LoopState, run_em
 from ..em.stored_state import restore_states
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..errors import (CheckpointError, ClusterError, InvalidDataError, InvalidParameterError, ModelStoreError,
-                      NotFittedError, WorkerLost)
-from ..io import (Location, check_target, check_workers_see, input_store, input_stores, mark, remove_store, source_location,
-                  store_root)
+from ..errors import (
+    CheckpointError,
+    ClusterError,
+    InvalidDataError,
+    InvalidParameterError,
+    ModelStoreError,
+    NotFittedError,
+    WorkerLost,
+)
+from ..io import (
+    Location,
+    check_target,
+    check_workers_see,
+    input_store,
+    input_stores,
+    mark,
+    remove_store,
+    source_location,
+    store_root,
+)
 from ..models import Family, Params
 from ..search import SearchConfig, make_search
 from ..seeding import check_init, seed

@@ -6,18 +6,18 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..checkpoint import CONTENT, data_fingerprint
 from ..em.cells import CountCellsOp, RefineSettings, build_cells, run_cells
 from ..em.greedy import GatherCellsOp, add_component
 from ..em.loop import LoopState
-from ..kernels.rng import stream_key
-from ..names import STREAM_GREEDY
-from ..checkpoint import CONTENT, data_fingerprint
 from ..errors import InvalidDataError, InvalidParameterError
 from ..io import Location, refuse_overlap
+from ..kernels.rng import stream_key
 from ..models import FAMILIES
 from ..models.cells import CELL_FAMILIES
-from .gaussian_mixture import GaussianMixture
+from ..names import STREAM_GREEDY
 from .apply import check_block
+from .gaussian_mixture import GaussianMixture
 from .inference import MixtureIndex
 from .params import Interval, Options, PathOrNone
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
+
 from .base import variance_floor
 from .gaussian import WeightedFamily, log_weights
 from .overloads import register

@@ -14,6 +14,7 @@ from collections import namedtuple
 
 import numpy as np
 from numba import njit
+
 from .gaussian import WeightedFamily, ill_defined, log_weights
 from .overloads import register
 

@@ -10,6 +10,7 @@ import math
 from collections import namedtuple
 
 import numpy as np
+
 from ..kernels.estep import W, sqdist
 from .base import Family, Params, SuffStats, updated_means, variance_floor
 from .gaussian import log_weights

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.estep import LSE, N_SCALARS, W
 from .base import HALF_LOG_2PI, Params, SuffStats, variance_floor
 from .gaussian import WeightedFamily, log_weights
-from ..kernels.estep import LSE, N_SCALARS, W
 from .overloads import register
 
 SketchParams = namedtuple("SketchParams", ["means", "prec", "log_var", "log_weight2"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
+
 from ..kernels.estep import sqdist
 from .base import variance_floor
 from .gaussian import WeightedFamily, log_weights

@@ -12,7 +12,6 @@ import io
 import os
 import uuid
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -34,7 +34,6 @@ from ..names import (
     STREAM_SAMPLE,
 )
 
-
 BALL_LLOYD_STEPS = 3
 """The Lloyd steps ``build_ball_index`` takes by default (its distance count depends on them)."""
 

@@ -28,8 +28,8 @@ from numba import njit
 
 from ..data import ChunkedData, as_chunked_data
 from ..data.chunking import row_bounds
-from ..data.sources import BlockSource, check_sketch_indices, pack_sketch
 from ..data.ranges import check_not_too_small
+from ..data.sources import BlockSource, check_sketch_indices, pack_sketch
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists

@@ -95,7 +95,7 @@ def _tiny_centres() -> np.ndarray:
 
 def _tiny_engine(client, dtype):
     from ..data import as_chunked_data
-    from .engine import Engine
+    from ..engine.engine import Engine
 
     data = as_chunked_data(tiny_data(dtype), None, chunk_rows=TINY_CHUNK_ROWS, min_samples=TINY_CLUSTERS)
     return Engine(data, client)
@@ -112,7 +112,7 @@ def _first_iteration():
     """The search strategy of a default ``KMeans`` started from the true centres, and the
     operation of its first E-step (as :func:`daskclust.em.loop.run_em` makes it)."""
     from ..em.estep_op import EStepOp
-    from ..estimators import KMeans
+    from .kmeans import KMeans
 
     model = KMeans(TINY_CLUSTERS, random_state=0)
     centres, sigma2 = _tiny_centres(), 1.0
@@ -128,7 +128,7 @@ def _first_iteration():
 def run_estep(dtype="float64") -> None:
     """The first E-step of a default ``KMeans`` on the tiny data set in two chunks, and the merge
     of their accumulators (as a worker's threads and the tree of workers merge them)."""
-    from .ops import Chunk
+    from ..engine.ops import Chunk
 
     _, op, centres, _ = _first_iteration()
     X = tiny_data(dtype)
@@ -151,7 +151,7 @@ def run_pairs() -> None:
 def run_labels(dtype="float64") -> None:
     """``predict`` of a default ``KMeans`` with the tiny data set's centres on that data set, as
     ``fit`` runs it for ``labels_`` on numpy input."""
-    from ..estimators import KMeans
+    from .kmeans import KMeans
 
     model = KMeans(TINY_CLUSTERS)
     model.centres_, model.n_features_in_ = _tiny_centres(), 2
@@ -196,7 +196,7 @@ def start_helper(dtype: str, claims: str) -> subprocess.Popen | None:
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
-    code = f"from daskclust.engine.warmup import helper_main; helper_main({dtype!r}, {claims!r})"
+    code = f"from daskclust.estimators.warmup import helper_main; helper_main({dtype!r}, {claims!r})"
     try:
         return subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
