@@ -1,6 +1,9 @@
-"""Shared fixtures: Dask clusters (started once per session) and small data sets."""
+"""Shared fixtures: Dask clusters (started once per session), small data sets and the assertions the tests share."""
 
 from __future__ import annotations
+
+import hashlib
+import pathlib
 
 import numpy as np
 import pytest
@@ -55,3 +58,40 @@ def blobs(n_samples: int, n_features: int, n_clusters: int, seed: int = 0, sprea
 @pytest.fixture(scope="session")
 def birch100():
     return birch(100, points=60, seed=3)
+
+
+# ------------------------------------------------------------------ assertions and helpers the tests share
+def assert_non_decreasing(values, rtol=1e-9):
+    values = np.asarray(values)
+    drops = values[:-1] - values[1:]
+    allowed = rtol * np.abs(values[:-1])
+    assert (drops <= allowed).all(), f"free energy decreased by {drops.max()} at step {int(drops.argmax())}"
+
+
+def assert_same_model(a, b, rtol=1e-12):
+    np.testing.assert_allclose(a.centres_, b.centres_, rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(a.sigma2_, b.sigma2_, rtol=rtol)
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_allclose([r["free_energy"] for r in a.history_], [r["free_energy"] for r in b.history_],
+                               rtol=rtol)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def interrupt_at(iteration):
+    def callback(row):
+        if row["iteration"] == iteration:
+            raise Interrupt(f"stopped at iteration {iteration}")
+
+    return callback
+
+
+def snapshot(root: pathlib.Path) -> dict[str, str]:
+    """Every file under ``root`` with the sha256 of its bytes: compared before and after."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out

@@ -11,26 +11,13 @@ import pytest
 import zarr
 from distributed import Client, LocalCluster
 from sklearn.base import clone
-from test_properties import assert_same_model
 
 import daskclust
 from daskclust import checkpoint
 from daskclust.cli import main
 from daskclust.errors import CheckpointError
 
-from conftest import birch
-
-
-class Interrupt(Exception):
-    pass
-
-
-def interrupt_at(iteration):
-    def callback(row):
-        if row["iteration"] == iteration:
-            raise Interrupt(f"stopped at iteration {iteration}")
-
-    return callback
+from conftest import Interrupt, assert_same_model, birch, interrupt_at
 
 
 def write_zarr(path, X, rows):

@@ -14,7 +14,7 @@ import pytest
 
 from daskclust.cli.main import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_hook(name: str):

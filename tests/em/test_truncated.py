@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.cluster import KMeans as SKKMeans
-from test_properties import assert_non_decreasing, assert_same_model
 
 import daskclust
 from daskclust.cli.demo import recovered_fraction
 
-from conftest import birch, blobs
+from conftest import assert_non_decreasing, assert_same_model, birch, blobs
 from reference import gmm_em
 
 STRATEGIES = ["full", "exhaustive", "estimated", "sampled"]

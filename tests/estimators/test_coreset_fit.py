@@ -8,14 +8,13 @@ import pytest
 import zarr
 from scipy.special import logsumexp
 from sklearn.base import clone
-from test_safety import snapshot
 
 import daskclust
 from daskclust.cli import main
 from daskclust.errors import InvalidDataError, InvalidParameterError
 from daskclust.estimators.base import derive_seeds
 
-from conftest import birch
+from conftest import birch, snapshot
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +102,7 @@ def test_n_init_runs_on_the_coreset_and_refines_the_best_once(client, data):
 
 def test_same_fit_on_one_and_two_workers(client, client_one_worker, data):
     """The coreset is the same bits; the fits then agree as every fit does across layouts (the merge
-    tree changes sums by round-off only, tests/test_properties.py)."""
+    tree changes sums by round-off only, tests/em/test_properties.py)."""
     for make in (lambda: daskclust.KMeans(25, coreset=300, refine_iter=2, random_state=4, chunk_rows=500),
                  lambda: daskclust.GaussianMixture(25, coreset=300, refine_iter=2, n_init=2, random_state=4,
                                                    chunk_rows=500)):

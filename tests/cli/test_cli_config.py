@@ -20,7 +20,7 @@ from daskclust.versions import MODEL_PACKAGES
 
 from conftest import blobs
 
-EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "fit.toml"
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "fit.toml"
 
 # per algorithm: flags and the Python parameters they must give the saved model
 CASES = {

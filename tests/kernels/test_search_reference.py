@@ -15,7 +15,6 @@ import functools
 import numpy as np
 import pytest
 import zarr
-from test_properties import assert_non_decreasing
 
 import daskclust
 from daskclust.cli.demo import recovered_fraction
@@ -30,7 +29,7 @@ from daskclust.search.payloads import NeighbourhoodAcc
 from daskclust.search.strategies import EstimatedSearch, ExhaustiveSearch, FullSearch, SampledSearch
 from daskclust.seeding import spatial_order
 
-from conftest import birch, blobs
+from conftest import assert_non_decreasing, birch, blobs
 from reference import (
     estimated_table,
     exact_centre_neighbours,

@@ -5,7 +5,7 @@ file also runs under NUMBA_BOUNDSCHECK=1 in CI), a raw exception or another mode
 
 Corruptions are of type, shape, presence and finiteness: a value of the right type and range (a
 centre moved) is a different store, not a damaged one, and is out of scope here (stores derived from
-data are tied to the data by content fingerprints, tests/test_resilience.py)."""
+data are tied to the data by content fingerprints, tests/engine/test_resilience.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@ and damaged stores are refused with the project's errors (issue 8, items 1, 2, 4
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import pathlib
@@ -23,16 +22,7 @@ from daskclust.errors import (
     OutputRefusedError,
 )
 
-from conftest import birch
-
-
-def snapshot(root: pathlib.Path) -> dict[str, str]:
-    """Every file under ``root`` with the sha256 of its bytes: compared before and after."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
+from conftest import birch, snapshot
 
 
 @pytest.fixture(scope="module")

@@ -120,7 +120,7 @@ def test_the_coreset_sketch_example_runs(tmp_path, capsys):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "coreset_sketch.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "coreset_sketch.py"
     spec = importlib.util.spec_from_file_location("coreset_sketch_example", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)

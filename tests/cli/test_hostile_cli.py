@@ -13,10 +13,10 @@ import time
 import numpy as np
 import pytest
 import zarr
-from test_safety import snapshot
 
 import daskclust
 
+from conftest import snapshot
 from process_cluster import process_cluster
 
 

@@ -41,7 +41,7 @@ from process_cluster import process_cluster
 BOUND = 60.0
 """The rule: what is wrong is reported within a minute (a correctness bound, not a benchmark)."""
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # `dask` of this environment
 
 SMALL_WORKER_LIMIT = "150MB"

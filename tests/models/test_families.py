@@ -11,7 +11,6 @@ import pytest
 import scipy.sparse
 from sklearn.exceptions import ConvergenceWarning as SKConvergenceWarning
 from sklearn.mixture import GaussianMixture as SKGaussianMixture
-from test_resilience import Interrupt, interrupt_at
 
 import daskclust
 from daskclust import checkpoint
@@ -24,6 +23,7 @@ from daskclust.errors import (
 )
 from daskclust.models import FAMILIES
 
+from conftest import Interrupt, interrupt_at
 from reference import gaussian_em_step
 
 FAMILY_NAMES = ("spherical", "diag", "full")

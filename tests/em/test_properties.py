@@ -9,7 +9,7 @@ from sklearn.base import clone
 
 import daskclust
 
-from conftest import birch, blobs
+from conftest import assert_non_decreasing, assert_same_model, birch, blobs
 
 MODELS = {
     "kmeans": lambda C, **kw: daskclust.KMeans(C, **kw),
@@ -17,13 +17,6 @@ MODELS = {
     "gmm-truncated": lambda C, **kw: daskclust.GaussianMixture(C, covariance_type="isotropic", n_truncated=3,
                                                                init_params="seeding", **kw),
 }
-
-
-def assert_non_decreasing(values, rtol=1e-9):
-    values = np.asarray(values)
-    drops = values[:-1] - values[1:]
-    allowed = rtol * np.abs(values[:-1])
-    assert (drops <= allowed).all(), f"free energy decreased by {drops.max()} at step {int(drops.argmax())}"
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
@@ -41,14 +34,6 @@ def test_free_energy_never_decreases(client, model, data, weighted):
 
 def fit_on(client, X, **kw):
     return daskclust.KMeans(30, random_state=11, tol=0, max_iter=15, **kw).fit(X, client=client)
-
-
-def assert_same_model(a, b, rtol=1e-12):
-    np.testing.assert_allclose(a.centres_, b.centres_, rtol=rtol, atol=1e-12)
-    np.testing.assert_allclose(a.sigma2_, b.sigma2_, rtol=rtol)
-    assert a.n_iter_ == b.n_iter_
-    np.testing.assert_allclose([r["free_energy"] for r in a.history_], [r["free_energy"] for r in b.history_],
-                               rtol=rtol)
 
 
 @pytest.mark.parametrize("init", ["k-means||", "afkmc2", "random", "k-means++"])
