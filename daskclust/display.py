@@ -4,7 +4,7 @@ log handler, which prints around the bars.
 Library messages go through ``logging.getLogger("daskclust")`` (INFO: what a fit is doing, DEBUG:
 details); the library installs no handler: an API call shows them where the application configured
 logging, and a verbose fit prints its own when logging would not show them
-(:class:`daskclust.estimators.progress.Progress`). The command line shows them on stderr
+(:class:`daskclust.fit.progress.Progress`). The command line shows them on stderr
 (:func:`command_logging`). Bars are shown only when asked for (an estimator's or transform's
 ``verbose``, the command line), on stderr.
 """

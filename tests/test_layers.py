@@ -23,6 +23,7 @@ LAYERS = (
     ("search", "seeding"),
     ("em", "transforms"),
     ("checkpoint",),
+    ("fit",),
     ("estimators",),
     ("__init__",),
     ("bench",),

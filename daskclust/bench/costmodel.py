@@ -74,7 +74,8 @@ def iterate(run_pass, estimator, params, iterations: int = ITERATIONS, reorder=N
     update (the search's update and payload) seconds, the (row, cluster) pairs evaluated and the
     pickled bytes of the operation (down the tree) and of the merged accumulator (up).
     """
-    family, n_keep, reg, search = estimator._family(), estimator._n_keep(), estimator._reg(), estimator._search()
+    spec = estimator.fit_spec(params.means.shape[1])
+    family, n_keep, reg, search = spec.family, spec.n_keep, spec.reg, spec.make_search()
     search.start(params.means, family.mean_variance(params))
     records = []
     for t in range(iterations):
@@ -167,6 +168,13 @@ class LocalTree:
         return acc
 
 
+def seeded(estimator, engine, centres: np.ndarray):
+    """The seeding of ``estimator``'s fit from the given ``centres`` on ``engine`` (each row's seed
+    label left on its chunk) and the parameters of its first E-step."""
+    spec = estimator.fit_spec(centres.shape[1], centres)
+    return spec.steps.seed(engine, spec, 0)
+
+
 def measure_compute(client) -> list[dict]:
     """Per family and D (C = COMPUTE_CLUSTERS, COMPUTE_ROWS rows persisted on ``client``'s one
     1-thread worker): E-step seconds per row less the empty pass's share, candidates per row,
@@ -179,7 +187,7 @@ def measure_compute(client) -> list[dict]:
             estimator = make(COMPUTE_CLUSTERS)
             with Engine(as_chunked_data(X), client) as engine:  # a fresh engine: no K(n) of another family
                 empty = time_passes(engine, NoOp, 20)
-                _, params = estimator._seed(engine, centres, 0)
+                _, params = seeded(estimator, engine, centres)
                 records = iterate(engine.map_reduce, estimator, params, reorder=engine.reorder)
             row_seconds = (steady(records, "pass") - empty) / len(X)
             evaluated = steady(records, "evaluated") / len(X)
@@ -199,7 +207,8 @@ def measure_tree() -> list[dict]:
         for name, make in ESTIMATORS.items():
             estimator = make(C)
             tree = LocalTree(X, TREE_LEAVES)
-            params = estimator._family().initial_params(centres, tree.assign(centres), estimator._reg())
+            spec = estimator.fit_spec(centres.shape[1])
+            params = spec.family.initial_params(centres, tree.assign(centres), spec.reg)
             records = iterate(tree.map_reduce, estimator, params)
             levels = {depth: max(sizes) for depth, sizes in sorted(tree.messages.items())}
             out.append({"family": name, "C": C, "levels": levels, "bytes_root": levels[0],

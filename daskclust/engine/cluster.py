@@ -121,7 +121,7 @@ core (the kernels release the GIL, so its threads compute in parallel). Measured
 2.5 s and 2.4 s of CPU on an idle machine (6-10 s, 9-10 s of CPU, with two worker processes,
 which each start an interpreter, import daskclust, load the kernels and are stopped at the
 end); first run: 11 s (22 s), the kernels compiled once on two cores (see
-:mod:`daskclust.estimators.warmup`) instead of once in every process. Worker processes (memory
+:mod:`daskclust.fit.warmup`) instead of once in every process. Worker processes (memory
 limits enforced by nannies, a crashed worker restarted) are one ``client`` or
 ``scheduler_address`` away, or ``connect(cluster_kwargs={"processes": True})``."""
 
@@ -261,7 +261,7 @@ def connect(
     :data:`EMBEDDED_CLUSTER` (workers are threads of this process). Before it runs anything,
     the kernels of a fit of ``dtype`` data are compiled into numba's cache if they are not
     there yet, on two cores (the preparation set with :func:`set_kernel_preparation`, by the
-    estimators: :func:`daskclust.estimators.warmup.prepare_kernels`): in this process for an
+    estimators: :func:`daskclust.fit.warmup.prepare_kernels`): in this process for an
     in-process cluster, before the worker processes start for another. Clusters given by
     ``client``, ``scheduler_address`` or the active client are used as they are.
     """

@@ -1,122 +1,27 @@
-"""What KMeans and GaussianMixture share: fitting on the engine (several seedings with ``n_init``),
-fitted attributes, scikit-learn's estimator protocol, saving."""
+"""What the estimators share: parameter declaration and validation, the fit specification they
+hand to the fit function (:func:`daskclust.fit.fit`), fitted attributes from its result,
+scikit-learn's estimator protocol, saving."""
 
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
-import time
-import uuid
-from dataclasses import dataclass, replace
 
 import numpy as np
-import zarr
 from sklearn.base import BaseEstimator
 
-from ..checkpoint import (
-    CONTENT,
-    RUNTIME_PARAMS,
-    Checkpoint,
-    Checkpointer,
-    check_content,
-    check_resumable,
-    data_fingerprint,
-    list_checkpoints,
-)
-from ..checkpoint import load as load_checkpoint
+from ..checkpoint import RUNTIME_PARAMS
 from ..data import as_chunked_data
-from ..em.loop import EMSettings, LoopState, run_em
-from ..em.stored_state import restore_states
-from ..engine.cluster import connect
-from ..engine.engine import Engine
-from ..errors import (
-    CheckpointError,
-    ClusterError,
-    InvalidDataError,
-    InvalidParameterError,
-    ModelStoreError,
-    NotFittedError,
-    WorkerLost,
-)
-from ..io import (
-    Location,
-    check_target,
-    check_workers_see,
-    input_store,
-    input_stores,
-    mark,
-    remove_store,
-    source_location,
-    store_root,
-)
+from ..errors import InvalidParameterError, ModelStoreError, NotFittedError
+from ..fit import FitResult, FitSpec, FitSteps, Progress, check_coreset_fit, describe_source, fit, plan_fit
+from ..io import Location
 from ..models import Family, Params
-from ..search import SearchConfig, make_search
-from ..seeding import check_init, seed
+from ..seeding import check_init
 from ..seeding.ops import NearestIndex
 from .apply import apply_rows
-from .coreset_fit import check_coreset_fit, fit_with_coreset
 from .params import AnyValue, Interval, Options, ParamsMixin, PathOrNone, RandomStateLike
-from .progress import Progress
 
 log = logging.getLogger("daskclust")
-
-MAX_RECOVERIES = 3
-"""Times a fit starts again after losing workers before giving up."""
-
-
-@dataclass
-class FitPlan:
-    """What a fit decided before any work: settings, checkpointing, where to resume, the state store,
-    and the stores the workers must see as the driver does."""
-
-    settings: EMSettings
-    meta: dict
-    checkpointer: Checkpointer | None
-    resumed: Checkpoint | None
-    state_store: Location | None
-    shared_inputs: list[Location]
-    shared_outputs: list[Location]
-
-
-def restore_chunk_states(engine: Engine, url: str, n_clusters: int) -> None:
-    """Have the workers read and check their chunks' states from the checkpoint at ``url``
-    (:func:`daskclust.em.stored_state.restore_states`); damage is a :class:`CheckpointError`."""
-    restore_states(engine, url, n_clusters, lambda why: CheckpointError(f"checkpoint {url!r} is damaged: {why}"))
-
-
-def recoveries_exhausted(lost: WorkerLost) -> str:
-    """Why a fit stopped retrying after a last lost worker, and what to change."""
-    if lost.memory:
-        advice = ("a worker is restarted when its memory passes the nanny's terminate fraction of its limit "
-                  "(distributed.worker.memory.terminate, 95 %): give the workers more memory (dask worker "
-                  "--memory-limit, LocalCluster(memory_limit=...)), add workers, or cut what each holds with "
-                  "smaller chunks (chunk_rows or the store's chunking) and nothing else running on them")
-    else:
-        advice = "workers keep leaving the cluster: see the workers' and nannies' logs"
-    return f"{lost}; the fit recovered {MAX_RECOVERIES} times and gives up: {advice}"
-
-
-def _recovery_point(plan: FitPlan) -> Checkpoint | None:
-    """The newest complete checkpoint of this fit, or the checkpoint it resumed from, or None."""
-    if plan.checkpointer is not None and list_checkpoints(plan.checkpointer.path):
-        try:
-            return load_checkpoint(plan.checkpointer.path)
-        except CheckpointError:
-            pass
-    return plan.resumed
-
-
-def describe_source(X) -> dict | None:
-    """Where the data lives, when a path or a zarr array on a file system (for ``daskclust fit --resume``);
-    local paths absolute."""
-    if isinstance(X, (str, os.PathLike)):
-        return {"url": Location.parse(X).url, "array": None}
-    if isinstance(X, zarr.Array):
-        root = store_root(X)
-        if root is not None:
-            return {"url": root.url, "array": X.path or None}
-    return None
 
 COMMON_CONSTRAINTS = {
     "max_iter": Interval(0, None, integer=True),
@@ -153,21 +58,6 @@ def resolve_seed(random_state) -> int:
     if random_state is not None:
         return int(random_state)
     return int(np.random.SeedSequence().entropy % (2**63))
-
-
-def derive_seeds(seed: int, n_init: int) -> list[int]:
-    """The seeds of the ``n_init`` runs of a fit: ``seed`` itself first (``n_init=1`` is the
-    plain fit), then seeds in [0, 2**63) drawn from ``np.random.SeedSequence(seed)``."""
-    extra = np.random.SeedSequence(seed).generate_state(n_init - 1, dtype=np.uint64) >> np.uint64(1)
-    return [seed, *(int(s) for s in extra)]
-
-
-def reset_state_store(location: Location) -> None:
-    """An empty state store at ``location`` (marked incomplete): a run starting from its seeding
-    must not read the per-row state an earlier run left there."""
-    remove_store(location)
-    zarr.open_group(location.url, mode="w", **location.zarr_kwargs)
-    mark(location, "state", complete=False)
 
 
 class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
@@ -218,36 +108,14 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """The dimension of the model's means (the data's rows, unless they are sketches)."""
         return data.n_features
 
-    def _seed(self, engine, init, seed_value: int):
-        """Choose the initial centres on the engine (leaving each row's seed label): the
-        :class:`~daskclust.seeding.SeedResult` and the parameters of the first E-step."""
-        seeding = seed(engine, init, self._n_clusters(), seed=seed_value, oversampling_factor=self.oversampling_factor,
-                       init_rounds=self.init_rounds, chain_length=self.chain_length)
-        return seeding, self._initial_params(seeding)
-
-    def _start(self, engine, seeding, params: Params, seed_value: int):
-        """The parameters of the first E-step of a fit from its seeding (a hook: the mixtures' k-means
-        start); returns the seeding (with what the start cost added) and the parameters."""
-        return seeding, params
-
-    def _iterate(self, engine, start: LoopState, plan: FitPlan, search, progress):
-        """The EM iterations on the engine after the seeding (or from a checkpoint)."""
-        return run_em(engine, start, plan.settings, search, progress.row, plan.checkpointer)
+    def _steps(self, n_features: int) -> FitSteps:
+        """How this estimator's fit seeds, starts and iterates (:class:`~daskclust.fit.FitSteps`)."""
+        return FitSteps()
 
     def _data_sources(self, X, sample_weight) -> tuple[dict | None, dict | None]:
         """Where the training data ``X`` and ``sample_weight`` are stored (:func:`describe_source`), as recorded
         with checkpoints and models."""
         return describe_source(X), describe_source(sample_weight)
-
-    def _coreset_builder(self, seed_value: int):
-        """The :class:`~daskclust.transforms.LightweightCoreset` of a ``coreset=m`` fit."""
-        from ..transforms import LightweightCoreset
-
-        return LightweightCoreset(self.coreset, random_state=seed_value)
-
-    def _initial_params(self, seeding) -> Params:
-        """The parameters of the first E-step, from the seeding."""
-        return self._family().initial_params(seeding.centres, seeding.sigma2, self._reg())
 
     # scikit-learn protocol ------------------------------------------------
     def __sklearn_tags__(self):
@@ -310,7 +178,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         (every ``n_init`` run on the coreset) and then runs once on the full
         data from the best run's model: one pass assigning every row to its
         nearest mean, then at most ``refine_iter`` iterations (see
-        :mod:`daskclust.estimators.coreset_fit`); the coreset is drawn with the
+        :mod:`daskclust.fit.coreset`); the coreset is drawn with the
         fit's seed, so ``random_state=seed_`` repeats the fit when the first run
         was kept.
 
@@ -331,97 +199,33 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         if not isinstance(init, str):
             check_init(init, C, n_features)
         self._check_initial_params(C, n_features)
-        plan = self._plan(data, X, sample_weight, checkpoint, checkpoint_every, resume, overwrite)
+        spec = self.fit_spec(n_features, init)
+        plan = plan_fit(spec, data, X, sample_weight, params=self.model_params(), seed=resolve_seed(self.random_state),
+                        n_features=n_features, sources=self._data_sources(X, sample_weight), checkpoint=checkpoint,
+                        checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, state=self.state,
+                        state_store=self.state_store, check_apart=self._check_stores_apart)
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
-        t0 = time.perf_counter()
-        self.bytes_read_ = 0
-        try:
-            with connect(client, self.scheduler_address, security=self.security, announce=progress.say,
-                         dtype=data.dtype) as cl:
-                check_workers_see(cl, plan.shared_inputs, error=InvalidDataError)
-                check_workers_see(cl, plan.shared_outputs)
-                coreset = None
-                if self.coreset is None:
-                    result, seeding, seed_value = self._best_run(cl, data, init, plan, progress)
-                else:
-                    result, seeding, seed_value, coreset = fit_with_coreset(self, cl, data, init, plan, progress)
-        finally:
-            if plan.state_store is not None:
-                remove_store(plan.state_store)  # scratch space of this fit only
-        self._set_fitted(result, seeding, n_features, seed_value, time.perf_counter() - t0)
-        self.coreset_ = coreset
-        self.training_data_ = {"source": plan.meta["source"], "weights": plan.meta["weights"],
-                               "fingerprint": plan.meta["data"]}
+        result = fit(data, spec, plan, progress, client=client, scheduler_address=self.scheduler_address,
+                     security=self.security)
+        self._set_fitted(result, n_features)
         self.labels_ = self.predict(X)
         progress.say(
-            f"done: {self.n_iter_} iterations{'' if coreset is None else ' on the full data'}, free energy "
+            f"done: {self.n_iter_} iterations{'' if result.coreset is None else ' on the full data'}, free energy "
             f"{result.history[-1]['free_energy']:.6g}, converged={self.converged_}, {self.fit_time_:.2f} s"
         )
         return self
 
-    def _best_run(self, client, data, init, plan: FitPlan, progress):
-        """Run the fit once per seed of :func:`derive_seeds`; the result, seeding and seed of
-        the run with the highest final free energy (the first of equals)."""
-        seeds = derive_seeds(plan.settings.seed, self.n_init)
-        best = None
-        for i, seed_value in enumerate(seeds):
-            if len(seeds) > 1:
-                progress.say(f"init {i + 1}/{len(seeds)}: seed {seed_value}")
-            run_plan = replace(plan, settings=replace(plan.settings, seed=seed_value))
-            result, seeding = self._run(client, data, init, run_plan, progress)
-            if best is None or result.history[-1]["free_energy"] > best[0].history[-1]["free_energy"]:
-                best = result, seeding, seed_value
-        return best
-
-    def _search(self):
-        C, n_keep = self._n_clusters(), self._n_keep()
-        return make_search(
-            self.search if n_keep < C else "full",  # every cluster kept: nothing to search
-            SearchConfig(C, n_keep, min(self.n_neighbors, C), self._n_explore(), self.n_samples,
-                         metric=self._family().metric),
-        )
-
-    def _plan(self, data, X, sample_weight, checkpoint, checkpoint_every, resume, overwrite) -> FitPlan:
-        """Settings, checkpointing, the resumed checkpoint and the state store, checked before any work."""
-        params = self.model_params()
-        fingerprint = data_fingerprint(data)
-        resumed = load_checkpoint(resume) if resume is not None else None
-        if resumed is not None:
-            check_resumable(resumed, type(self).__name__, params, fingerprint)
-            problem = self._family().params_problem(resumed.state.params, self._n_clusters(),
-                                                    self._model_features(data))
-            if problem:
-                raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {problem}")
-        seed_value = resumed.meta["seed"] if resumed is not None else resolve_seed(self.random_state)
-        settings = EMSettings(self._n_clusters(), self._n_keep(), self._family(), self.max_iter, self.tol,
-                              self._reg(), self.n_init_esteps, seed_value, absolute_tol=self._absolute_tol())
-        source, weights = self._data_sources(X, sample_weight)
-        meta = {"kind": type(self).__name__, "params": params, "data": fingerprint, "seed": seed_value,
-                "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
-        read = [array for block in (data.source, data.weight_source) if block is not None
-                for array in block.zarr_arrays()]
-        stored = [source_location(array) for array in read]  # the zarr arrays every worker reads
-        inputs = [*map(input_store, read), *input_stores(X), *input_stores(sample_weight)]  # no output may touch them
-        self._check_stores_apart(inputs)
-        shared = []
-        checkpointer = None
-        if checkpoint is not None:
-            checkpointer = Checkpointer(checkpoint, checkpoint_every, meta)
-            resuming = Location.parse(resumed.url) if resumed is not None else None
-            checkpointer.prepare(overwrite=overwrite, resuming=resuming, inputs=inputs)
-            shared.append(checkpointer.location)
-        state_store = None
-        if self.state == "zarr":
-            if self.state_store is not None:
-                state_store = Location.parse(self.state_store)
-            elif checkpointer is not None:
-                state_store = checkpointer.location.child("live-state")
-            else:
-                state_store = Location.parse(os.path.join(tempfile.gettempdir(), f"daskclust-state-{uuid.uuid4().hex}"))
-            check_target(state_store, "state", overwrite=overwrite or checkpointer is not None, inputs=inputs)
-            reset_state_store(state_store)
-            shared.append(state_store)
-        return FitPlan(settings, meta, checkpointer, resumed, state_store, stored, shared)
+    def fit_spec(self, n_features: int, init=None) -> FitSpec:
+        """The frozen specification of this estimator's fit on data of ``n_features`` features (the
+        parameters validated; ``init`` the checked seeding or centres)."""
+        return FitSpec(type(self).__name__, self._family(), self._n_clusters(), self._n_keep(), search=self.search,
+                       n_neighbors=self.n_neighbors, n_explore=self._n_explore(), n_samples=self.n_samples,
+                       init=self._init_centres() if init is None else init,
+                       oversampling_factor=self.oversampling_factor, init_rounds=self.init_rounds,
+                       chain_length=self.chain_length, max_iter=self.max_iter, tol=self.tol, reg=self._reg(),
+                       n_init_esteps=self.n_init_esteps, absolute_tol=self._absolute_tol(), n_init=self.n_init,
+                       coreset=self.coreset, refine_iter=self.refine_iter, memory_budget=self.memory_budget,
+                       verbose=int(self.verbose), steps=self._steps(n_features))
 
     def _check_stores_apart(self, inputs: list[Location | None]) -> None:
         """Refuse, before any work, a store of the estimator's own (``tree_store``) that overlaps the
@@ -431,56 +235,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """The parameters saved with a model or checkpoint: JSON values, runtime settings left out."""
         return {k: _jsonable(v) for k, v in self.get_params().items() if k not in RUNTIME_PARAMS}
 
-    def _run(self, client, data, init, plan: FitPlan, progress, start_params: Params | None = None):
-        """Seed (or restore) and iterate; on a lost worker, start again from the last checkpoint.
-
-        ``start_params``: the parameters of the first E-step, instead of those of the seeding
-        (which then only leaves the seed labels; a coreset fit's full-data phase)."""
-        resumed = plan.resumed
-        for attempt in range(MAX_RECOVERIES + 1):
-            search = self._search()
-            try:
-                if resumed is None and plan.state_store is not None:
-                    reset_state_store(plan.state_store)
-                state_url = plan.state_store.url if plan.state_store is not None else None
-                with Engine(data, client, memory_budget=self.memory_budget, state_store=state_url,
-                            progress=bool(self.verbose)) as engine:
-                    progress.say(
-                        f"{type(self).__name__}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
-                        f"{len(engine.shards)} worker(s), {engine.residence()}"
-                    )
-                    if resumed is None:
-                        with engine.phase("seeding"):
-                            seeding, params = self._seed(engine, init, plan.settings.seed)
-                            if start_params is None:
-                                seeding, params = self._start(engine, seeding, params, plan.settings.seed)
-                        progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
-                        plan.meta["seeding"] = {"seconds": seeding.seconds, "n_distances": seeding.n_distances,
-                                                "method": seeding.method}
-                        start = LoopState(0, params if start_params is None else start_params)
-                    else:
-                        source = plan.meta["source"]
-                        check_content(resumed, engine, source["url"] if source else "the data given")
-                        restore_chunk_states(engine, resumed.url, self._n_clusters())
-                        try:
-                            search.restore(resumed.search)
-                        except ValueError as exc:
-                            raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {exc}") from exc
-                        start = resumed.state
-                        progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
-                    result = self._iterate(engine, start, plan, search, progress)
-                    plan.meta["data"][CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
-                    self.bytes_read_ += engine.bytes_read()
-                return result, plan.meta["seeding"]
-            except WorkerLost as lost:
-                if attempt == MAX_RECOVERIES:
-                    raise ClusterError(recoveries_exhausted(lost)) from lost
-                resumed = _recovery_point(plan)
-                where = f"from {resumed.url}" if resumed is not None else "from the seeding"
-                progress.say(f"{lost}; starting again {where} on the remaining workers")
-        raise AssertionError("unreachable")
-
-    def _set_fitted(self, result, seeding: dict, n_features, seed_value, seconds) -> None:
+    def _set_fitted(self, result: FitResult, n_features: int) -> None:
+        """The fitted attributes from the fit function's result."""
         self._set_model(result.params)
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
@@ -488,10 +244,13 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self.history_ = result.history
         self.cluster_sizes_ = result.sizes
         self.n_features_in_ = n_features
-        self.seed_ = seed_value
-        self.seeding_time_ = seeding["seconds"]
-        self.seeding_distances_ = seeding["n_distances"]
-        self.fit_time_ = seconds
+        self.seed_ = result.seed
+        self.seeding_time_ = result.seeding.seconds
+        self.seeding_distances_ = result.seeding.n_distances
+        self.fit_time_ = result.seconds
+        self.bytes_read_ = result.bytes_read
+        self.coreset_ = result.coreset.as_dict() if result.coreset is not None else None
+        self.training_data_ = result.data
 
     def _set_model(self, params: Params) -> None:
         """The fitted attributes from the model's parameters (subclasses add their own names)."""

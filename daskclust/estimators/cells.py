@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from ..checkpoint import CONTENT, data_fingerprint
-from ..em.cells import CountCellsOp, RefineSettings, build_cells, run_cells
-from ..em.greedy import GatherCellsOp, add_component
-from ..em.loop import LoopState
+from ..em.cells import RefineSettings
 from ..errors import InvalidDataError, InvalidParameterError
+from ..fit.cells import CellSteps, GreedySteps
 from ..io import Location, refuse_overlap
-from ..kernels.rng import stream_key
 from ..models import FAMILIES
 from ..models.cells import CELL_FAMILIES
-from ..names import STREAM_GREEDY
+from ..models.inference import MixtureIndex
 from .apply import check_block
 from .gaussian_mixture import GaussianMixture
-from .inference import MixtureIndex
 from .params import Interval, Options, PathOrNone
 
 
@@ -126,26 +120,19 @@ class CellGaussianMixture(GaussianMixture):
         if self.tree_store is not None:
             refuse_overlap(Location.parse(self.tree_store), "trees", inputs)
 
-    def _trees(self, engine, refine, full, resumed: bool = False):
-        """The trees and the initial partition: built, or read from ``tree_store``; a resumed fit's
-        partition as its checkpoint restored it."""
-        if resumed:
-            return engine.map_reduce(CountCellsOp())
-        store = Location.parse(self.tree_store) if self.tree_store is not None else None
-        fingerprint = {**data_fingerprint(engine.data), CONTENT: engine.content_fingerprint()}
-        return build_cells(engine, refine, full, store, fingerprint, self._n_clusters())
+    def _refine_settings(self) -> RefineSettings:
+        return RefineSettings(self.leaf_size, self.initial_depth, self.refine_tol, self.max_refine,
+                              self.refine_fraction)
 
-    def _iterate(self, engine, start, plan, search, progress):
-        refine = RefineSettings(self.leaf_size, self.initial_depth, self.refine_tol, self.max_refine,
-                                self.refine_fraction)
-        full = self.covariance_type == "full"
-        result, rounds = run_cells(engine, start, plan.settings, search, refine, progress.row, full,
-                                   self._trees(engine, refine, full, resumed=start.iteration > 0), plan.checkpointer)
-        self.refinement_ = rounds
-        for row in rounds:
-            progress.say(f"cells: round {row['round']}, {row['cells']} cells of {row['leaves']} leaves, free energy "
-                         f"{row['free_energy']:.6g}, {row['expanded']} expanded")
-        return result
+    def _steps(self, n_features: int) -> CellSteps:
+        C = self._n_clusters()
+        return CellSteps(weights=self._given_weights(C), covariances=self._given_covariances(C, n_features),
+                         refine=self._refine_settings(), full=self.covariance_type == "full",
+                         tree_store=self.tree_store)
+
+    def _set_fitted(self, result, n_features) -> None:
+        super()._set_fitted(result, n_features)
+        self.refinement_ = result.extras.get("refinement", [])
 
 
 class GreedyGaussianMixture(CellGaussianMixture):
@@ -211,7 +198,8 @@ class GreedyGaussianMixture(CellGaussianMixture):
     variable_components = True
 
     def _n_clusters(self) -> int:
-        return getattr(self, "n_components_", 1) if not getattr(self, "_fitting", False) else self._k
+        """1 while fitting (greedy learning starts from one component), then the kept model's."""
+        return 1 if getattr(self, "_fitting", False) else getattr(self, "n_components_", 1)
 
     def _n_keep(self) -> int:
         k = self._n_clusters()
@@ -229,11 +217,12 @@ class GreedyGaussianMixture(CellGaussianMixture):
             raise InvalidParameterError("GreedyGaussianMixture does not checkpoint: its number of components changes "
                                         "within the fit; fit CellGaussianMixture(n_components_) to checkpoint")
         self._X_val = None if X_val is None else validation_rows(X_val)
-        self._fitting, self._k = True, 1
+        self._fitting = True
         try:
             return super().fit(X, y, sample_weight, client=client, **kwargs)
         finally:
             self._fitting = False
+            self._X_val = None
 
     def _check_initial_params(self, n_clusters, n_features):
         super()._check_initial_params(n_clusters, n_features)
@@ -242,54 +231,19 @@ class GreedyGaussianMixture(CellGaussianMixture):
             raise InvalidDataError(f"X_val has {X_val.shape[1]} features, X has {n_features}: the held-out rows "
                                    "must be rows of the same features")
 
-    def _set_fitted(self, result, seeding, n_features, seed_value, seconds) -> None:
+    def _steps(self, n_features: int) -> GreedySteps:
+        C = self._n_clusters()
+        return GreedySteps(weights=self._given_weights(C), covariances=self._given_covariances(C, n_features),
+                           refine=self._refine_settings(), full=self.covariance_type == "full",
+                           tree_store=self.tree_store, n_components=self.n_components, n_truncated=self.n_truncated,
+                           n_candidates=self.n_candidates, partial_iter=self.partial_iter, patience=self.patience,
+                           min_improvement=self.min_improvement, X_val=self._X_val,
+                           dense_family=FAMILIES[self.covariance_type])
+
+    def _set_fitted(self, result, n_features) -> None:
         self._fitting = False
-        super()._set_fitted(result, seeding, n_features, seed_value, seconds)
-
-    def _iterate(self, engine, start, plan, search, progress):
-        full = self.covariance_type == "full"
-        refine = RefineSettings(self.leaf_size, self.initial_depth, self.refine_tol, self.max_refine,
-                                self.refine_fraction)
-        built = self._trees(engine, refine, full)
-        W = float(built[2])
-        rng = np.random.default_rng(stream_key(plan.settings.seed, STREAM_GREEDY))
-        family = self._family()
-        params, added, best, since = start.params, {"gain": 0.0, "evaluations": 0}, None, 0
-        self.components_, self.refinement_ = [], []
-        for k in range(1, self.n_components + 1):
-            self._k = k
-            n_keep = k if self.n_truncated is None else min(self.n_truncated, k)
-            settings = replace(plan.settings, n_clusters=k, n_keep=n_keep)
-            result, rounds = run_cells(engine, LoopState(0, params), settings, self._search(), refine, progress.row,
-                                       full, built)
-            self.refinement_.extend(rounds)
-            F = result.history[-1]["free_energy"]
-            row = {"k": k, "free_energy": F, "bic": -2 * F * W + family.n_parameters(k, len(params.means[0])) * np.log(W),
-                   "held_out": self._held_out(result.params), "gain": added["gain"],
-                   "evaluations": added["evaluations"], "iterations": len(result.history), "cells": int(built[0])}
-            self.components_.append(row)
-            progress.say(f"greedy: k = {k}, free energy {F:.6g}, BIC {row['bic']:.6g}"
-                         + (f", held-out {row['held_out']:.6g}" if row["held_out"] is not None else ""))
-            score = -row["bic"] if row["held_out"] is None else row["held_out"]
-            if best is None or score > best[0] + self.min_improvement * abs(best[0]):
-                best, since = (score, result), 0
-            else:
-                since += 1
-            if since >= self.patience or k == self.n_components:
-                break
-            cells = engine.map_reduce(GatherCellsOp(family.kernel_params(result.params)))
-            params, added = add_component(cells, result.params, full, self.n_candidates, self.partial_iter,
-                                          self._reg(), rng)
-            if len(params.means) == k:  # no candidate: nothing more to add
-                break
-        self._k = len(best[1].params.means)
-        return best[1]
-
-    def _held_out(self, params) -> float | None:
-        if self._X_val is None:
-            return None
-        index = MixtureIndex(FAMILIES[self.covariance_type], params, exact=True)
-        return float(index.top(self._X_val, 1)[2].mean())
+        super()._set_fitted(result, n_features)
+        self.components_ = result.extras.get("components", [])
 
 
 def validation_rows(X_val) -> np.ndarray:

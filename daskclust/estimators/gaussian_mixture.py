@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import scipy.sparse
 from sklearn.base import ClusterMixin, DensityMixin
 
-from ..em.kmeans_start import kmeans_start
 from ..errors import ConvergenceError, InvalidParameterError
+from ..fit import MixtureSteps
 from ..io import Location
 from ..models import FAMILIES, Family, Params
 from ..models.full import cholesky, lower_inverse, precisions_cholesky
+from ..models.inference import MixtureIndex
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
-from .inference import MixtureIndex
 from .params import AnyValue, Interval, Options
 
 COVARIANCE_TYPES = ("full", "diag", "spherical", "isotropic")
@@ -192,31 +190,13 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
             return None
         return covariances_from_precisions(self.precisions_init, self._family(), n_clusters, n_features)
 
-    def _initial_params(self, seeding) -> Params:
-        return self._with_given(super()._initial_params(seeding))
-
     def _kmeans_start(self) -> bool:
         """Whether the fit starts from k-means' clusters (``init_params="kmeans"``, no ``means_init``)."""
         return self.init_params == "kmeans" and self.means_init is None
 
-    def _start(self, engine, seeding, params: Params, seed_value: int):
-        if not self._kmeans_start():
-            return seeding, params
-        start = kmeans_start(engine, seeding.centres, seeding.sigma2, self._family(), self._reg(), seed_value)
-        seeding = replace(seeding, seconds=seeding.seconds + start.seconds,
-                          n_distances=seeding.n_distances + start.n_distances,
-                          method=f"{seeding.method}, then k-means ({start.iterations} iterations)")
-        return seeding, self._with_given(start.params)
-
-    def _with_given(self, params: Params) -> Params:
-        """``params`` with ``weights_init`` and ``precisions_init`` put in where given."""
-        C, D = params.means.shape
-        weights, covariances = self._given_weights(C), self._given_covariances(C, D)
-        if weights is not None:
-            params = params.replace(weights=weights)
-        if covariances is not None:
-            params = params.replace(covariances=covariances)
-        return params
+    def _steps(self, n_features: int) -> MixtureSteps:
+        C = self._n_clusters()
+        return MixtureSteps(self._given_weights(C), self._given_covariances(C, n_features), self._kmeans_start())
 
     def _set_model(self, params: Params) -> None:
         super()._set_model(params)
@@ -255,7 +235,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     def predict(self, X, *, output=None, storage_options=None, overwrite=False, inputs=()):
         """Index of the most responsible component of each row, argmax_c pi_c N(y; mu_c, Sigma_c), exactly
         (a search under the family's own cost that rules components out by a lower bound, see
-        :class:`~daskclust.estimators.inference.MixtureIndex`). Outputs as
+        :class:`~daskclust.models.inference.MixtureIndex`). Outputs as
         :meth:`KMeans.predict <daskclust.KMeans.predict>`."""
         index = self._index()
         return self._apply(X, index.labels, None, np.int32, output, storage_options, "labels", overwrite, inputs)
@@ -291,7 +271,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         """log p(y) = log sum_c pi_c N(y; mu_c, Sigma_c) of each row (scikit-learn's ``score_samples``).
 
         By default the components whose cost bound shows they hold less than
-        :data:`~daskclust.estimators.inference.SCORE_TOLERANCE` of the row's mass together are
+        :data:`~daskclust.models.inference.SCORE_TOLERANCE` of the row's mass together are
         left out, so the value is below the exact one by at most that (1e-9 nats); ``exact=True``
         evaluates all C components of every row. Outputs as :meth:`predict`'s (a DataArray input
         gives a DataArray named "scores")."""

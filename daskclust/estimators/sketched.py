@@ -10,17 +10,16 @@ from ..data import as_chunked_data
 from ..data.sources import pack_sketch
 from ..engine.cluster import connect
 from ..errors import InvalidDataError, InvalidParameterError
+from ..fit import check_coreset_fit, describe_source
+from ..fit.sketch import SketchSteps
 from ..io import Location, refuse_overlap, store_root
 from ..kernels.infer import top_components
 from ..models import FAMILIES
+from ..models.inference import MixtureIndex
 from ..models.sketched import SketchedFamily
-from ..seeding.sketch import seed_sketches
 from ..transforms.sketch import PRECONDITIONS, Sketch, SketchedData
 from .apply import ROW_BLOCK
-from .base import describe_source
-from .coreset_fit import check_coreset_fit
 from .gaussian_mixture import GaussianMixture
-from .inference import MixtureIndex
 from .params import AnyValue, Interval, Options
 
 
@@ -165,26 +164,11 @@ class SketchedGaussianMixture(GaussianMixture):
         holds the weights; None in memory)."""
         return self._sources
 
-    def _seed(self, engine, init, seed_value):
-        """k-means++ on sketches and the hard bootstrap (:mod:`daskclust.seeding.sketch`), or the
-        given means: ``init`` as an array (already in the preconditioned space: a coreset fit's
-        second phase), else ``means_init`` (raw space, preconditioned here)."""
-        transform = self._sketched.transform
-        centres = None
-        if isinstance(init, np.ndarray):
-            centres = init
-        elif self.means_init is not None:
-            centres = transform.precondition_rows(np.asarray(self.means_init, dtype=np.float64))
-        seeding, params = seed_sketches(engine, self._family(), self._n_clusters(), transform.n_features,
-                                        seed=seed_value, reg=self._reg(), centres=centres)
-        return seeding, self._with_given(params)
-
-    def _coreset_builder(self, seed_value):
-        """A lightweight coreset of the sketched rows (distances estimated from the kept entries)."""
-        from ..transforms import LightweightCoreset, SketchGeometry
-
-        return LightweightCoreset(self.coreset, random_state=seed_value,
-                                  geometry=SketchGeometry(self._sketched.n_features, self._sketched.n_kept))
+    def _steps(self, n_features: int) -> SketchSteps:
+        """Seeded on the sketches (or from ``means_init``), with the given weights and precisions."""
+        C = self._n_clusters()
+        return SketchSteps(weights=self._given_weights(C), covariances=self._given_covariances(C, n_features),
+                           transform=self._sketched.transform, means=self.means_init)
 
     def _check_initial_params(self, n_clusters, n_features):
         super()._check_initial_params(n_clusters, n_features)
@@ -197,8 +181,8 @@ class SketchedGaussianMixture(GaussianMixture):
     def _init_centres(self):
         return "random"  # the seeding is seed_sketches'; check_init needs a valid name
 
-    def _set_fitted(self, result, seeding, n_features, seed_value, seconds) -> None:
-        super()._set_fitted(result, seeding, n_features, seed_value, seconds)
+    def _set_fitted(self, result, n_features) -> None:
+        super()._set_fitted(result, n_features)
         self.sketch_transform_ = self._sketched.transform
 
     def _stored_arrays(self) -> dict:

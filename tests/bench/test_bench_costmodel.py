@@ -114,7 +114,7 @@ def test_the_local_tree_replays_the_engines_pass_and_its_bytes(client):
     estimator = KMeans(16)
     engine_accs, local_accs = [], []
     with Engine(as_chunked_data(X), client) as engine:
-        seeding, params = estimator._seed(engine, centres, 0)
+        seeding, params = costmodel.seeded(estimator, engine, centres)
         engine_records = costmodel.iterate(lambda op: engine_accs.append(engine.map_reduce(op)) or engine_accs[-1],
                                            estimator, params, iterations=2)
         placed = [np.flatnonzero(engine.placement == worker).tolist() for worker in range(len(engine.shards))]

@@ -23,8 +23,8 @@ def test_data_labels_and_model_at_file_urls_in_new_directories(client, tmp_path)
 
 
 def test_a_checkpoint_at_a_url_is_refused_before_any_work(client, tmp_path, monkeypatch):
+    import daskclust.fit as base  # where the fit connects to the cluster
     from daskclust.errors import CheckpointError
-    from daskclust.estimators import base
 
     base_url = f"file://{tmp_path}/bucket"
     make_blobs(f"{base_url}/blobs.zarr", 500, 2, 3, seed=1)

@@ -421,8 +421,8 @@ def test_the_default_embedded_cluster_runs_in_this_process_on_loopback():
 
 @pytest.fixture()
 def warmup(monkeypatch):
-    """daskclust.estimators.warmup with no dtype prepared yet in this process."""
-    from daskclust.estimators import warmup as mod
+    """daskclust.fit.warmup with no dtype prepared yet in this process."""
+    from daskclust.fit import warmup as mod
 
     monkeypatch.setattr(mod, "_prepared", set())
     return mod
@@ -525,7 +525,7 @@ import numpy as np
 from distributed import Client, LocalCluster
 from numba.core import event
 import daskclust
-from daskclust.estimators import warmup
+from daskclust.fit import warmup
 from daskclust.datasets import birch_grid_centres
 
 compiled = []

@@ -135,9 +135,9 @@ def test_greedy_learning_finds_the_five_components(client, criterion):
 ])
 def test_greedy_validation_rows_are_checked_before_any_work(monkeypatch, bad, match):
     """Rows of another width were read past their ends inside numba; all-NaN rows chose one component."""
+    import daskclust.fit as base  # where the fit connects to the cluster
     from daskclust import GreedyGaussianMixture
     from daskclust.errors import InvalidDataError
-    from daskclust.estimators import base
 
     monkeypatch.setattr(base, "connect", lambda *a, **k: pytest.fail("no cluster work may start"))
     X, _ = mixture(n=400, C=2, seed=1)

@@ -12,7 +12,7 @@ from sklearn.base import clone
 import daskclust
 from daskclust.cli import main
 from daskclust.errors import InvalidDataError, InvalidParameterError
-from daskclust.estimators.base import derive_seeds
+from daskclust.fit import derive_seeds
 
 from conftest import birch, snapshot
 

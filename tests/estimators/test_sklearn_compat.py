@@ -19,7 +19,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import daskclust
 from daskclust.errors import InvalidParameterError
-from daskclust.estimators.base import derive_seeds
+from daskclust.fit import derive_seeds
 
 from conftest import blobs
 

@@ -14,8 +14,8 @@ from scipy.special import logsumexp
 from sklearn.mixture import GaussianMixture as SKGaussianMixture
 
 import daskclust
-from daskclust.estimators.inference import SCORE_TOLERANCE, MixtureIndex
 from daskclust.models import FAMILIES, Params
+from daskclust.models.inference import SCORE_TOLERANCE, MixtureIndex
 
 from reference import gaussian_log_joint
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..kernels.ballindex import build_ball_index
 from ..kernels.infer import bounded_top
-from ..models import Family, Params
+from .base import Family, Params
 
 SCORE_TOLERANCE = 1e-9
 """Largest amount (nats per row) by which a score (log-likelihood) found through the index may be

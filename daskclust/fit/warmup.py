@@ -13,8 +13,9 @@ compiles them on two cores: a helper process (``python -c ...``, this interprete
 numba cache) and this process run the :data:`UNITS` from opposite ends, each unit claimed by
 one of them only, so the work splits about evenly whatever the kernels cost; the fit then
 loads them from the cache. Each unit is a real high-level operation on a tiny synthetic data
-set (the engine and :func:`daskclust.seeding.seed`, the search strategy of ``KMeans``,
-:class:`daskclust.em.estep_op.EStepOp` and ``KMeans.predict``), never a kernel called with hand-written arguments,
+set, driven by the spec of a default ``KMeans`` (:func:`tiny_spec`): the engine and the fit's
+seeding step, the spec's search strategy, :class:`daskclust.em.estep_op.EStepOp` and the exact
+nearest centre ``predict`` runs -- never a kernel called with hand-written arguments,
 so the units follow the kernels' signatures as those change. Kernels of other paths (float32
 data when float64 was prepared, other seedings, ``search="full"``, many dimensions) still
 compile when first used, once per machine.
@@ -102,27 +103,34 @@ def _tiny_engine(client, dtype):
 
 
 def run_seeding(engine) -> None:
-    """The default seeding (k-means||) over ``engine``'s chunks."""
-    from ..seeding import seed
+    """The tiny spec's seeding (k-means||, the default) over ``engine``'s chunks."""
+    from .steps import FitSteps
 
-    seed(engine, "k-means||", TINY_CLUSTERS, seed=0)
+    FitSteps().seed(engine, tiny_spec(), 0)
+
+
+def tiny_spec():
+    """The spec of a default ``KMeans`` of the tiny data set (C = 25): the search, C' and family
+    of the fit whose kernels the units compile."""
+    from ..models import FAMILIES
+    from .spec import FitSpec
+
+    return FitSpec("KMeans", FAMILIES["kmeans"], TINY_CLUSTERS, 1)
 
 
 def _first_iteration():
-    """The search strategy of a default ``KMeans`` started from the true centres, and the
-    operation of its first E-step (as :func:`daskclust.em.loop.run_em` makes it)."""
+    """The search strategy of the tiny spec started from the true centres, and the operation of its
+    first E-step (as :func:`daskclust.em.loop.run_em` makes it)."""
     from ..em.estep_op import EStepOp
-    from .kmeans import KMeans
 
-    model = KMeans(TINY_CLUSTERS, random_state=0)
+    spec = tiny_spec()
     centres, sigma2 = _tiny_centres(), 1.0
-    search = model._search()
+    search = spec.make_search()
     search.start(centres, sigma2)
-    n_keep = model._n_keep()
-    family = model._family()
-    keep_state = n_keep < TINY_CLUSTERS or family.hard
+    family, settings = spec.family, spec.settings(0)
     kernel = family.kernel_params(family.initial_params(centres, sigma2, 0.0))
-    return search, EStepOp(family, kernel, n_keep, keep_state, search.payload(), 0, 0), centres, sigma2
+    op = EStepOp(family, kernel, spec.n_keep, settings.keep_state, search.payload(), 0, 0)
+    return search, op, centres, sigma2
 
 
 def run_estep(dtype="float64") -> None:
@@ -149,13 +157,14 @@ def run_pairs() -> None:
 
 
 def run_labels(dtype="float64") -> None:
-    """``predict`` of a default ``KMeans`` with the tiny data set's centres on that data set, as
-    ``fit`` runs it for ``labels_`` on numpy input."""
-    from .kmeans import KMeans
+    """The exact nearest centre of every row of the tiny data set, with the checks of the rows
+    before it (what ``predict`` runs, and ``fit`` for ``labels_`` on numpy input)."""
+    from ..data.ranges import rows_problem
+    from ..seeding.ops import NearestIndex
 
-    model = KMeans(TINY_CLUSTERS)
-    model.centres_, model.n_features_in_ = _tiny_centres(), 2
-    model.predict(tiny_data(dtype))
+    X = tiny_data(dtype)
+    assert rows_problem(X, 0, "score") is None
+    NearestIndex.probed(_tiny_centres()).nearest(X)
 
 
 def run_unit(name: str, dtype: str, engine=None, make_engine=None) -> None:
@@ -196,7 +205,7 @@ def start_helper(dtype: str, claims: str) -> subprocess.Popen | None:
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in [env.get("PYTHONPATH")] if p])
-    code = f"from daskclust.estimators.warmup import helper_main; helper_main({dtype!r}, {claims!r})"
+    code = f"from daskclust.fit.warmup import helper_main; helper_main({dtype!r}, {claims!r})"
     try:
         return subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

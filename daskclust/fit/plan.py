@@ -1,0 +1,105 @@
+"""What a fit decides before any work: :class:`FitPlan` (:func:`plan_fit`).
+
+The settings of its runs, the checkpointing, the checkpoint it resumes from (checked against the
+estimator, its parameters, the data's fingerprint and the family's parameter rules), the state
+store, and the stores the workers must see as the driver does. Every output is checked against
+every input here, so that nothing is written when a check fails.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import zarr
+
+from ..checkpoint import Checkpoint, Checkpointer, check_resumable, data_fingerprint
+from ..checkpoint import load as load_checkpoint
+from ..errors import CheckpointError
+from ..io import Location, check_target, input_store, input_stores, mark, remove_store, source_location, store_root
+from .spec import FitSpec
+
+
+@dataclass
+class FitPlan:
+    """What a fit decided before any work: the fit's seed, the metadata its checkpoints and model
+    record, checkpointing, where to resume, the state store, and the stores the workers must see
+    as the driver does."""
+
+    seed: int
+    meta: dict
+    checkpointer: Checkpointer | None
+    resumed: Checkpoint | None
+    state_store: Location | None
+    shared_inputs: list[Location]
+    shared_outputs: list[Location]
+
+
+def describe_source(X) -> dict | None:
+    """Where the data lives, when a path or a zarr array on a file system (for ``daskclust fit --resume``);
+    local paths absolute."""
+    if isinstance(X, (str, os.PathLike)):
+        return {"url": Location.parse(X).url, "array": None}
+    if isinstance(X, zarr.Array):
+        root = store_root(X)
+        if root is not None:
+            return {"url": root.url, "array": X.path or None}
+    return None
+
+
+def reset_state_store(location: Location) -> None:
+    """An empty state store at ``location`` (marked incomplete): a run starting from its seeding
+    must not read the per-row state an earlier run left there."""
+    remove_store(location)
+    zarr.open_group(location.url, mode="w", **location.zarr_kwargs)
+    mark(location, "state", complete=False)
+
+
+def plan_fit(spec: FitSpec, data, X, sample_weight, *, params: dict, seed: int, n_features: int,
+             sources: tuple[dict | None, dict | None], checkpoint=None, checkpoint_every: int = 10, resume=None,
+             overwrite: bool = False, state: str = "memory", state_store=None,
+             check_apart: Callable[[list], None] | None = None) -> FitPlan:
+    """The plan of a fit of ``spec`` on ``data`` (from ``X`` and ``sample_weight`` as the user gave
+    them), checked before any work. ``params`` are the estimator's parameters as checkpoints record
+    them, ``seed`` the fit's seed (a resumed fit takes its checkpoint's), ``n_features`` the model's
+    dimension, ``sources`` where the data and weights are stored; ``check_apart`` refuses a store
+    of the estimator's own that overlaps the inputs (a tree store)."""
+    fingerprint = data_fingerprint(data)
+    resumed = load_checkpoint(resume) if resume is not None else None
+    if resumed is not None:
+        check_resumable(resumed, spec.kind, params, fingerprint)
+        problem = spec.family.params_problem(resumed.state.params, spec.n_clusters, n_features)
+        if problem:
+            raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {problem}")
+        seed = resumed.meta["seed"]
+    source, weights = sources
+    meta = {"kind": spec.kind, "params": params, "data": fingerprint, "seed": seed,
+            "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
+    read = [array for block in (data.source, data.weight_source) if block is not None
+            for array in block.zarr_arrays()]
+    stored = [source_location(array) for array in read]  # the zarr arrays every worker reads
+    inputs = [*map(input_store, read), *input_stores(X), *input_stores(sample_weight)]  # no output may touch them
+    if check_apart is not None:
+        check_apart(inputs)
+    shared = []
+    checkpointer = None
+    if checkpoint is not None:
+        checkpointer = Checkpointer(checkpoint, checkpoint_every, meta)
+        resuming = Location.parse(resumed.url) if resumed is not None else None
+        checkpointer.prepare(overwrite=overwrite, resuming=resuming, inputs=inputs)
+        shared.append(checkpointer.location)
+    location = None
+    if state == "zarr":
+        if state_store is not None:
+            location = Location.parse(state_store)
+        elif checkpointer is not None:
+            location = checkpointer.location.child("live-state")
+        else:
+            location = Location.parse(os.path.join(tempfile.gettempdir(), f"daskclust-state-{uuid.uuid4().hex}"))
+        check_target(location, "state", overwrite=overwrite or checkpointer is not None, inputs=inputs)
+        reset_state_store(location)
+        shared.append(location)
+    return FitPlan(seed, meta, checkpointer, resumed, location, stored, shared)

@@ -1,0 +1,85 @@
+"""What a fit returns: :class:`FitResult`, with its seeding's and coreset's figures typed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypedDict
+
+import numpy as np
+
+from ..models import Params
+
+
+class HistoryRow(TypedDict, total=False):
+    """One iteration of a fit (``history_``; the columns of :data:`daskclust.em.loop.HISTORY_FIELDS`)."""
+
+    iteration: int
+    data: str
+    free_energy: float
+    quantization_error: float
+    sigma2: float
+    n_distances: int
+    n_distances_points: int
+    n_distances_centres: int
+    distance_speedup: float
+    n_changed: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class SeedingFigures:
+    """What the seeding of the kept run cost (with the mixtures' k-means start, and a coreset
+    fit's assignment pass on the full data), and which method it was."""
+
+    seconds: float
+    n_distances: int
+    method: str
+
+    def plus(self, seconds: float, n_distances: int, method: str | None = None) -> SeedingFigures:
+        return SeedingFigures(self.seconds + seconds, self.n_distances + n_distances, method or self.method)
+
+    def as_meta(self) -> dict:
+        """As a checkpoint's metadata record it."""
+        return {"seconds": self.seconds, "n_distances": self.n_distances, "method": self.method}
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> SeedingFigures:
+        return cls(float(meta["seconds"]), int(meta["n_distances"]), str(meta["method"]))
+
+
+@dataclass(frozen=True)
+class CoresetFigures:
+    """A coreset fit's coreset (``coreset_``): its size, the seconds and distances of its passes, its
+    total weight, and the distances of the full data's assignment pass."""
+
+    size: int
+    seconds: float
+    n_distances: int
+    total_weight: float
+    assignment_distances: int = 0
+
+    def as_dict(self) -> dict:
+        return {"size": self.size, "seconds": self.seconds, "n_distances": self.n_distances,
+                "total_weight": self.total_weight, "assignment_distances": self.assignment_distances}
+
+
+@dataclass
+class FitResult:
+    """A finished fit: the kept run's parameters, M-steps, convergence, inertia, history and
+    cluster sizes, with its seed, seeding figures, the bytes read, the coreset's figures and
+    what a variant records beside (``extras``: cells' refinement rounds, greedy's components)."""
+
+    params: Params
+    n_iter: int
+    converged: bool
+    inertia: float
+    history: list[HistoryRow]
+    sizes: np.ndarray | None
+    seed: int
+    seeding: SeedingFigures
+    bytes_read: int = 0
+    seconds: float = 0.0
+    data: dict = field(default_factory=dict)
+    """The data's fingerprint, its location and its weights' (as models and checkpoints record them)."""
+    coreset: CoresetFigures | None = None
+    extras: dict = field(default_factory=dict)

@@ -1,0 +1,135 @@
+"""The runs of a fit: ``n_init`` of them, seeded with :func:`derive_seeds` of the fit's seed, the
+one with the highest final free energy kept (:func:`best_run`). Each run places the data on the
+workers, seeds (or restores a checkpoint) and iterates (:func:`run_once`); if a worker holding
+chunks dies, the run starts again on the remaining workers from its last checkpoint, or from the
+seeding without one -- every step being a deterministic function of the data, the seed and the
+iteration, the model is the one the undisturbed run would give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..checkpoint import CONTENT, Checkpoint, check_content, list_checkpoints
+from ..checkpoint import load as load_checkpoint
+from ..em.loop import EMResult, LoopState
+from ..em.stored_state import restore_states
+from ..engine.engine import Engine
+from ..errors import CheckpointError, ClusterError, WorkerLost
+from ..models import Params
+from .plan import FitPlan, reset_state_store
+from .progress import Progress
+from .result import CoresetFigures, FitResult, SeedingFigures
+from .spec import FitSpec
+from .steps import FitSteps
+
+MAX_RECOVERIES = 3
+"""Times a run starts again after losing workers before giving up."""
+
+
+def derive_seeds(seed: int, n_init: int) -> list[int]:
+    """The seeds of the ``n_init`` runs of a fit: ``seed`` itself first (``n_init=1`` is the
+    plain fit), then seeds in [0, 2**63) drawn from ``np.random.SeedSequence(seed)``."""
+    extra = np.random.SeedSequence(seed).generate_state(n_init - 1, dtype=np.uint64) >> np.uint64(1)
+    return [seed, *(int(s) for s in extra)]
+
+
+def best_run(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, data_kind: str = "full") -> FitResult:
+    """Run the fit once per seed of :func:`derive_seeds`; the run with the highest final free
+    energy (the first of equals)."""
+    seeds = derive_seeds(plan.seed, spec.n_init)
+    best = None
+    for i, seed_value in enumerate(seeds):
+        if len(seeds) > 1:
+            progress.say(f"init {i + 1}/{len(seeds)}: seed {seed_value}")
+        result = run_once(client, data, spec, replace(plan, seed=seed_value), progress, data_kind=data_kind)
+        if best is None or result.history[-1]["free_energy"] > best.history[-1]["free_energy"]:
+            best = result
+    return best
+
+
+def restore_chunk_states(engine: Engine, url: str, n_clusters: int) -> None:
+    """Have the workers read and check their chunks' states from the checkpoint at ``url``
+    (:func:`daskclust.em.stored_state.restore_states`); damage is a :class:`CheckpointError`."""
+    restore_states(engine, url, n_clusters, lambda why: CheckpointError(f"checkpoint {url!r} is damaged: {why}"))
+
+
+def recoveries_exhausted(lost: WorkerLost) -> str:
+    """Why a fit stopped retrying after a last lost worker, and what to change."""
+    if lost.memory:
+        advice = ("a worker is restarted when its memory passes the nanny's terminate fraction of its limit "
+                  "(distributed.worker.memory.terminate, 95 %): give the workers more memory (dask worker "
+                  "--memory-limit, LocalCluster(memory_limit=...)), add workers, or cut what each holds with "
+                  "smaller chunks (chunk_rows or the store's chunking) and nothing else running on them")
+    else:
+        advice = "workers keep leaving the cluster: see the workers' and nannies' logs"
+    return f"{lost}; the fit recovered {MAX_RECOVERIES} times and gives up: {advice}"
+
+
+def _recovery_point(plan: FitPlan) -> Checkpoint | None:
+    """The newest complete checkpoint of this fit, or the checkpoint it resumed from, or None."""
+    if plan.checkpointer is not None and list_checkpoints(plan.checkpointer.path):
+        try:
+            return load_checkpoint(plan.checkpointer.path)
+        except CheckpointError:
+            pass
+    return plan.resumed
+
+
+def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, start_params: Params | None = None,
+             data_kind: str = "full") -> FitResult:
+    """Seed (or restore) and iterate once with ``plan.seed``; on a lost worker, start again from
+    the last checkpoint. ``start_params``: the parameters of the first E-step instead of those of
+    the seeding (which then only leaves the seed labels: a coreset fit's full-data phase)."""
+    steps: FitSteps = spec.steps or FitSteps()
+    settings = spec.settings(plan.seed, data=data_kind)
+    resumed = plan.resumed
+    bytes_read = 0
+    for attempt in range(MAX_RECOVERIES + 1):
+        search = spec.make_search()
+        try:
+            if resumed is None and plan.state_store is not None:
+                reset_state_store(plan.state_store)
+            state_url = plan.state_store.url if plan.state_store is not None else None
+            with Engine(data, client, memory_budget=spec.memory_budget, state_store=state_url,
+                        progress=bool(spec.verbose)) as engine:
+                progress.say(f"{spec.kind}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
+                             f"{len(engine.shards)} worker(s), {engine.residence()}")
+                if resumed is None:
+                    with engine.phase("seeding"):
+                        seeding, params = steps.seed(engine, spec, plan.seed)
+                        if start_params is None:
+                            seeding, params = steps.start(engine, spec, seeding, params, plan.seed)
+                    progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
+                    figures = SeedingFigures(seeding.seconds, seeding.n_distances, seeding.method)
+                    plan.meta["seeding"] = figures.as_meta()
+                    start = LoopState(0, params if start_params is None else start_params)
+                else:
+                    source = plan.meta["source"]
+                    check_content(resumed, engine, source["url"] if source else "the data given")
+                    restore_chunk_states(engine, resumed.url, spec.n_clusters)
+                    try:
+                        search.restore(resumed.search)
+                    except ValueError as exc:
+                        raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {exc}") from exc
+                    start = resumed.state
+                    progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
+                result, extras = steps.iterate(engine, spec, start, settings, search, progress, plan.checkpointer)
+                plan.meta["data"][CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
+                bytes_read += engine.bytes_read()
+            return _result(result, plan.seed, SeedingFigures.from_meta(plan.meta["seeding"]), bytes_read, extras)
+        except WorkerLost as lost:
+            if attempt == MAX_RECOVERIES:
+                raise ClusterError(recoveries_exhausted(lost)) from lost
+            resumed = _recovery_point(plan)
+            where = f"from {resumed.url}" if resumed is not None else "from the seeding"
+            progress.say(f"{lost}; starting again {where} on the remaining workers")
+    raise AssertionError("unreachable")
+
+
+def _result(result: EMResult, seed: int, seeding: SeedingFigures, bytes_read: int, extras: dict,
+            coreset: CoresetFigures | None = None) -> FitResult:
+    return FitResult(result.params, result.n_iter, result.converged, result.inertia, result.history, result.sizes,
+                     seed, seeding, bytes_read, coreset=coreset, extras=extras)

@@ -1,0 +1,83 @@
+"""How a fit seeds, starts and iterates: :class:`FitSteps` and the mixtures' :class:`MixtureSteps`.
+
+The plain steps are the engine's seeding (:func:`daskclust.seeding.seed`), the family's initial
+parameters and the EM loop (:func:`daskclust.em.loop.run_em`). A variant overrides one step: the
+mixtures start from k-means' clusters and put in the given weights and precisions; sketches
+(:mod:`daskclust.fit.sketch`) seed on sketches; cells and greedy learning
+(:mod:`daskclust.fit.cells`) iterate on kd-tree cells. Steps hold their own settings and no
+state between fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..em.kmeans_start import kmeans_start
+from ..em.loop import EMResult, EMSettings, LoopState, run_em
+from ..models import Params
+from ..search import Search
+from ..seeding import SeedResult, seed
+
+
+class FitSteps:
+    """The plain steps (k-means and the isotropic mixture)."""
+
+    def seed(self, engine, spec, seed_value: int) -> tuple[SeedResult, Params]:
+        """Choose the initial centres on ``engine`` (leaving each row's seed label): the seeding and
+        the parameters of the first E-step."""
+        seeding = seed(engine, spec.init, spec.n_clusters, seed=seed_value, oversampling_factor=spec.oversampling_factor,
+                       init_rounds=spec.init_rounds, chain_length=spec.chain_length)
+        return seeding, self.initial_params(spec, seeding)
+
+    def initial_params(self, spec, seeding: SeedResult) -> Params:
+        return spec.family.initial_params(seeding.centres, seeding.sigma2, spec.reg)
+
+    def start(self, engine, spec, seeding: SeedResult, params: Params, seed_value: int) -> tuple[SeedResult, Params]:
+        """The parameters of the first E-step from the seeding's (with what the start cost added)."""
+        return seeding, params
+
+    def iterate(self, engine, spec, start: LoopState, settings: EMSettings, search: Search, progress,
+                checkpointer) -> tuple[EMResult, dict]:
+        """The EM iterations after the seeding (or from a checkpoint), each reported to ``progress``
+        (:class:`~daskclust.fit.progress.Progress`); the result and what the variant records beside
+        it (:attr:`~daskclust.fit.result.FitResult.extras`)."""
+        return run_em(engine, start, settings, search, progress.row, checkpointer), {}
+
+    def coreset_builder(self, spec, seed_value: int):
+        """The :class:`~daskclust.transforms.LightweightCoreset` of a ``coreset=m`` fit."""
+        from ..transforms import LightweightCoreset
+
+        return LightweightCoreset(spec.coreset, random_state=seed_value)
+
+
+@dataclass(frozen=True, eq=False)
+class MixtureSteps(FitSteps):
+    """The mixtures with learned weights: ``weights`` and ``covariances`` given by the user replace
+    the initial ones; with ``kmeans_start`` the fit starts from k-means' clusters
+    (:mod:`daskclust.em.kmeans_start`)."""
+
+    weights: np.ndarray | None = None
+    covariances: np.ndarray | None = None
+    kmeans_start: bool = False
+
+    def initial_params(self, spec, seeding: SeedResult) -> Params:
+        return self.with_given(super().initial_params(spec, seeding))
+
+    def start(self, engine, spec, seeding, params, seed_value):
+        if not self.kmeans_start:
+            return seeding, params
+        start = kmeans_start(engine, seeding.centres, seeding.sigma2, spec.family, spec.reg, seed_value)
+        seeding = replace(seeding, seconds=seeding.seconds + start.seconds,
+                          n_distances=seeding.n_distances + start.n_distances,
+                          method=f"{seeding.method}, then k-means ({start.iterations} iterations)")
+        return seeding, self.with_given(start.params)
+
+    def with_given(self, params: Params) -> Params:
+        """``params`` with the given weights and covariances put in."""
+        if self.weights is not None:
+            params = params.replace(weights=self.weights)
+        if self.covariances is not None:
+            params = params.replace(covariances=self.covariances)
+        return params
