@@ -90,9 +90,7 @@ def fill_empty(params: Params, sizes: np.ndarray, family: Family) -> Params:
     empty = sizes <= 0
     if not empty.any() or empty.all():
         return params
-    cov = params.covariances.copy()
-    if cov.ndim > 0:
-        cov[empty] = cov[~empty].mean(axis=0)
+    cov = family.covariances_for_empty(params.covariances, empty)
     weights = params.weights
     if family.learn_weights:
         weights = np.where(empty, 1.0 / sizes.sum(), weights)

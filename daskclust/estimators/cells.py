@@ -75,7 +75,7 @@ class CellGaussianMixture(GaussianMixture):
 
     _constraints = {
         **GaussianMixture._constraints,
-        "covariance_type": Options(("diag", "full")),
+        "covariance_type": Options(tuple(CELL_FAMILIES)),
         "leaf_size": Interval(1, None, integer=True),
         "initial_depth": Interval(0, None, integer=True),
         "refine_tol": Interval(0, None),
@@ -127,7 +127,7 @@ class CellGaussianMixture(GaussianMixture):
     def _steps(self, n_features: int) -> CellSteps:
         C = self._n_clusters()
         return CellSteps(weights=self._given_weights(C), covariances=self._given_covariances(C, n_features),
-                         refine=self._refine_settings(), full=self.covariance_type == "full",
+                         refine=self._refine_settings(), full=self._family().full_cells,
                          tree_store=self.tree_store)
 
     def _set_fitted(self, result, n_features) -> None:
@@ -234,7 +234,7 @@ class GreedyGaussianMixture(CellGaussianMixture):
     def _steps(self, n_features: int) -> GreedySteps:
         C = self._n_clusters()
         return GreedySteps(weights=self._given_weights(C), covariances=self._given_covariances(C, n_features),
-                           refine=self._refine_settings(), full=self.covariance_type == "full",
+                           refine=self._refine_settings(), full=self._family().full_cells,
                            tree_store=self.tree_store, n_components=self.n_components, n_truncated=self.n_truncated,
                            n_candidates=self.n_candidates, partial_iter=self.partial_iter, patience=self.patience,
                            min_improvement=self.min_improvement, X_val=self._X_val,

@@ -6,17 +6,17 @@ import numpy as np
 import scipy.sparse
 from sklearn.base import ClusterMixin, DensityMixin
 
-from ..errors import ConvergenceError, InvalidParameterError
+from ..errors import InvalidParameterError
 from ..fit import MixtureSteps
 from ..io import Location
 from ..models import FAMILIES, Family, Params
-from ..models.full import cholesky, lower_inverse, precisions_cholesky
 from ..models.inference import MixtureIndex
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import AnyValue, Interval, Options
 
-COVARIANCE_TYPES = ("full", "diag", "spherical", "isotropic")
+COVARIANCE_TYPES = tuple(name for name, family in FAMILIES.items() if not family.hard)
+"""The registered mixture families (every family but the hard assignments of k-means)."""
 INIT_PARAMS = ("kmeans", "seeding")
 
 
@@ -163,7 +163,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     def _n_explore(self) -> int:
         if self.n_explore is not None:
             return self.n_explore
-        return 1 if self.covariance_type == "isotropic" else 5
+        return self._family().default_n_explore
 
     def _family(self) -> Family:
         family = FAMILIES[self.covariance_type]
@@ -188,7 +188,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     def _given_covariances(self, n_clusters: int, n_features: int) -> np.ndarray | None:
         if self.precisions_init is None:
             return None
-        return covariances_from_precisions(self.precisions_init, self._family(), n_clusters, n_features)
+        return self._family().covariances_from_precisions(self.precisions_init, n_clusters, n_features)
 
     def _kmeans_start(self) -> bool:
         """Whether the fit starts from k-means' clusters (``init_params="kmeans"``, no ``means_init``)."""
@@ -200,20 +200,13 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
 
     def _set_model(self, params: Params) -> None:
         super()._set_model(params)
-        C = len(params.means)
+        family = self._family()
         self.weights_ = params.weights
-        self.covariances_ = np.full(C, float(params.covariances)) if params.covariances.ndim == 0 \
-            else params.covariances
-        if self.covariance_type == "full":
-            self.precisions_cholesky_ = precisions_cholesky(self.covariances_)
-            self.precisions_ = self.precisions_cholesky_ @ self.precisions_cholesky_.transpose(0, 2, 1)
-        else:
-            self.precisions_ = 1.0 / self.covariances_
-            self.precisions_cholesky_ = np.sqrt(self.precisions_)
+        self.covariances_ = family.covariances_attribute(params)
+        self.precisions_, self.precisions_cholesky_ = family.precisions(self.covariances_)
 
     def _model(self) -> Params:
-        cov = np.asarray(self.sigma2_) if self.covariance_type == "isotropic" else self.covariances_
-        return Params(self.centres_, self.weights_, cov)
+        return Params(self.centres_, self.weights_, self._family().model_covariances(self.covariances_, self.sigma2_))
 
     @property
     def lower_bound_(self) -> float:
@@ -315,14 +308,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         rng = np.random.default_rng(random_state)
         C, D = self.centres_.shape
         labels = np.repeat(np.arange(C), rng.multinomial(n_samples, self.weights_))
-        z = rng.standard_normal((n_samples, D))
-        cov = self.covariances_
-        if self.covariance_type == "full":
-            z = np.einsum("nij,nj->ni", cholesky(cov)[labels], z)
-        elif self.covariance_type == "diag":
-            z = z * np.sqrt(cov[labels])
-        else:
-            z = z * np.sqrt(cov[labels])[:, None]
+        z = self._family().sample_deviations(rng.standard_normal((n_samples, D)), self.covariances_, labels)
         return self.centres_[labels] + z, labels
 
     def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite, inputs=()):
@@ -330,21 +316,3 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
                           output=output, storage_options=storage_options, kind=kind, overwrite=overwrite,
                           inputs=[Location.parse(p) for p in inputs], verbose=self.verbose)
 
-
-def covariances_from_precisions(precisions, family: Family, n_components: int, n_features: int) -> np.ndarray:
-    """Covariances in the family's layout from scikit-learn-style ``precisions_init`` (full: through the
-    Cholesky factor of each precision and a triangular solve, no matrix inverse)."""
-    prec = np.asarray(precisions, dtype=np.float64)
-    shape = family.covariance_shape(n_components, n_features)
-    if prec.shape != shape or not np.all(np.isfinite(prec)):
-        raise InvalidParameterError(f"precisions_init must be a finite array of shape {shape} for "
-                                    f"covariance_type={family.name!r}, got shape {prec.shape}")
-    if family.second == "full":
-        try:
-            M = lower_inverse(cholesky(prec))  # prec = L L^T  ->  Sigma = L^-T L^-1
-        except ConvergenceError:
-            raise InvalidParameterError("precisions_init must be symmetric positive definite") from None
-        return M.transpose(0, 2, 1) @ M
-    if np.any(prec <= 0):
-        raise InvalidParameterError("precisions_init must be positive")
-    return 1.0 / prec

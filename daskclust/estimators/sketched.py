@@ -16,7 +16,7 @@ from ..io import Location, refuse_overlap, store_root
 from ..kernels.infer import top_components
 from ..models import FAMILIES
 from ..models.inference import MixtureIndex
-from ..models.sketched import SketchedFamily
+from ..models.sketched import SKETCHED_COVARIANCE_TYPES, SketchedFamily
 from ..transforms.sketch import PRECONDITIONS, Sketch, SketchedData
 from .apply import ROW_BLOCK
 from .gaussian_mixture import GaussianMixture
@@ -80,7 +80,7 @@ class SketchedGaussianMixture(GaussianMixture):
 
     _constraints = {
         **GaussianMixture._constraints,
-        "covariance_type": Options(("diag", "spherical")),
+        "covariance_type": Options(SKETCHED_COVARIANCE_TYPES),
         "n_kept": AnyValue(),
         "n_shared": Interval(0, None, integer=True),
         "precondition": Options(PRECONDITIONS),

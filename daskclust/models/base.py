@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InvalidParameterError
 from ..kernels.estep import LSE, N_SCALARS, W
 from ..kernels.validation import scale_bounds
 
@@ -29,7 +30,8 @@ class SuffStats:
 
     S0[c] = sum_n w_n q_c(n), S1[c] = sum_n w_n q_c(n) y_n, S2[c] = the second moment about the
     E-step's mean mu_c, sum_n w_n q_c(n) (y_n - mu_c)(y_n - mu_c)^T reduced to the family's
-    layout (trace: (C,); diagonal: (C, D); upper triangle of the full matrix: (C, D, D)),
+    layout (:meth:`Family.new_stats`; e.g. trace: (C,); diagonal: (C, D); upper triangle of the full
+    matrix: (C, D, D)),
     and the scalars of :mod:`daskclust.kernels.estep` (W, LSE, QE, distance counts, changed rows).
     Centring on the E-step's means avoids the cancellation of sum q y y^T - S0 mu mu^T.
     """
@@ -65,7 +67,7 @@ class Params:
     means : (C, D); weights : (C,), summing to 1 (0 for a component that lost all its
     mass); covariances : the family's layout -- a 0-d array sigma^2 shared by all
     components (k-means, isotropic), (C,) variances (spherical), (C, D) (diagonal)
-    or (C, D, D) (full).
+    or (C, D, D) (full): :meth:`Family.covariance_shape`.
     """
 
     means: np.ndarray
@@ -101,13 +103,23 @@ def updated_means(stats: SuffStats, means: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 class Family:
-    """A model family: its parameters, statistics, M-step and free energy (all on the driver).
+    """A model family: its parameters, statistics, M-step and free energy (all on the driver), and
+    everything the estimators need of its covariance layout.
 
     ``hard``: every row belongs to one cluster (C' = 1, k-means); its assignments
     unchanged mean the M-step repeats itself (a fixed point). ``metric``: the kernel
     cost is a squared Euclidean distance, so the estimated search may bound pairs
     with the triangle inequality (Forster & Lücke 2018 Eq. 8); other families estimate their
     neighbourhoods from the cost itself (docs/algorithms/families.md).
+
+    The covariance layout is the family's alone: the shape of :attr:`Params.covariances`
+    (:meth:`covariance_shape`) and of the statistics (:meth:`new_stats`), the initial covariances,
+    the checks of stored ones, and, for the estimators, scikit-learn's attributes
+    (``covariances_``, ``precisions_``, ``precisions_cholesky_``), ``precisions_init``, sampling and
+    the parameter count. The defaults here are those of the layouts whose ``covariances_`` are
+    variances (one or D per component: spherical, diagonal, and the shared variance shown per
+    component); the full and tied families override them with matrices. No caller asks which
+    layout a family has.
     """
 
     name = ""
@@ -115,8 +127,9 @@ class Family:
     metric = False
     learn_weights = True
     """Whether the M-step learns the weights pi_c = S0[c] / W (else they stay as initialised)."""
-    second: str = "trace"
-    """Layout of S2 and of the covariances: "trace" (C,), "diag" (C, D) or "full" (C, D, D)."""
+    default_n_explore = 5
+    """Components drawn uniformly per row and iteration besides the search's candidates when the
+    estimator's ``n_explore`` is None (docs: :class:`daskclust.GaussianMixture`)."""
 
     def with_weights(self, learned: bool) -> Family:
         """This family with its weights learned or kept as initialised (equal)."""
@@ -126,18 +139,79 @@ class Family:
         family.learn_weights = learned
         return family
 
-    def second_shape(self, n_features: int) -> tuple[int, ...]:
-        return {"trace": (), "diag": (n_features,), "full": (n_features, n_features)}[self.second]
-
+    # the layout ---------------------------------------------------------------
     def covariance_shape(self, n_clusters: int, n_features: int) -> tuple[int, ...]:
-        """Shape of :attr:`Params.covariances`."""
-        return (n_clusters, *self.second_shape(n_features))
+        """Shape of :attr:`Params.covariances` (and of ``precisions_init``)."""
+        raise NotImplementedError
 
+    def new_stats(self, n_clusters: int, n_features: int) -> SuffStats:
+        """Zero statistics; by default S2 is the trace, (C,)."""
+        return SuffStats.zeros(n_clusters, n_features)
+
+    def initial_covariances(self, variance: float, n_clusters: int, n_features: int) -> np.ndarray:
+        """sigma^2 I in the family's layout (:meth:`covariance_shape`)."""
+        return np.full(self.covariance_shape(n_clusters, n_features), float(variance))
+
+    def average_variances(self, covariances: np.ndarray) -> np.ndarray:
+        """tr(Sigma_c) / D of each component, or one value shared by all (for :meth:`mean_variance`)."""
+        return covariances
+
+    def covariance_problem(self, covariances: np.ndarray) -> str | None:
+        """Why finite covariances of the right shape are not covariances of this family, or None."""
+        return "its variances are not all positive" if np.any(covariances <= 0) else None
+
+    def covariances_attribute(self, params: Params) -> np.ndarray:
+        """scikit-learn's ``covariances_`` of the parameters."""
+        return params.covariances
+
+    def model_covariances(self, covariances: np.ndarray, sigma2: float) -> np.ndarray:
+        """:attr:`Params.covariances` back from the fitted attributes ``covariances_`` and ``sigma2_``."""
+        return covariances
+
+    def precisions(self, covariances: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """scikit-learn's (``precisions_``, ``precisions_cholesky_``) of ``covariances_``."""
+        precisions = 1.0 / covariances
+        return precisions, np.sqrt(precisions)
+
+    def covariances_from_precisions(self, precisions, n_clusters: int, n_features: int) -> np.ndarray:
+        """:attr:`Params.covariances` from scikit-learn-style ``precisions_init``, checked
+        (:class:`InvalidParameterError` for a wrong shape or values that are not precisions)."""
+        prec = np.asarray(precisions, dtype=np.float64)
+        shape = self.covariance_shape(n_clusters, n_features)
+        if prec.shape != shape or not np.all(np.isfinite(prec)):
+            raise InvalidParameterError(f"precisions_init must be a finite array of shape {shape} for "
+                                        f"covariance_type={self.name!r}, got shape {prec.shape}")
+        return self.inverted_precisions(prec)
+
+    def inverted_precisions(self, precisions: np.ndarray) -> np.ndarray:
+        """The covariances of finite precisions of the right shape (:meth:`covariances_from_precisions`)."""
+        if np.any(precisions <= 0):
+            raise InvalidParameterError("precisions_init must be positive")
+        return 1.0 / precisions
+
+    def sample_deviations(self, z: np.ndarray, covariances: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """Standard normal rows ``z`` (n, D) made draws of N(0, Sigma_label) for each row's component,
+        ``covariances`` being ``covariances_``."""
+        return z * np.sqrt(covariances[labels]).reshape(len(labels), -1)
+
+    def covariances_for_empty(self, covariances: np.ndarray, empty: np.ndarray) -> np.ndarray:
+        """The covariances with those of the ``empty`` components (a start's clusters without rows)
+        replaced by the mean of the others'; a copy."""
+        cov = covariances.copy()
+        cov[empty] = cov[~empty].mean(axis=0)
+        return cov
+
+    def n_parameters(self, n_clusters: int, n_features: int) -> int:
+        """Free parameters (for BIC / AIC): means, weights and covariances."""
+        raise NotImplementedError
+
+    # checks -------------------------------------------------------------------
     def params_problem(self, params: Params, n_clusters: int, n_features: int) -> str | None:
         """Why ``params`` (read from a model or checkpoint) are not a density of this family with C
         components in D dimensions, or None: float arrays of the family's shapes, finite, weights
-        pi_c >= 0 with sum_c pi_c = 1, variances > 0 (a shared 0-d variance >= 0, raised to the
-        variance floor by the kernels), full covariances symmetric positive definite."""
+        pi_c >= 0 with sum_c pi_c = 1, and covariances as :meth:`covariance_problem` wants them
+        (variances > 0, a shared 0-d variance >= 0 raised to the variance floor by the kernels,
+        covariance matrices symmetric positive definite)."""
         C, D = n_clusters, n_features
         shapes = {"means": (C, D), "weights": (C,), "covariances": self.covariance_shape(C, D)}
         for name, shape in shapes.items():
@@ -153,21 +227,9 @@ class Family:
                     "distances would overflow)")
         if np.any(weights < 0) or not np.isclose(weights.sum(), 1.0):
             return "its weights are not non-negative numbers summing to 1"
-        if cov.ndim == 0:
-            return "its variance is negative" if cov < 0 else None
-        if self.second != "full":
-            return "its variances are not all positive" if np.any(cov <= 0) else None
-        if not np.allclose(cov, np.swapaxes(cov, 1, 2), rtol=1e-10, atol=0):
-            return "its covariances are not symmetric"
-        try:
-            np.linalg.cholesky(cov)
-        except np.linalg.LinAlgError:
-            return "its covariances are not positive definite"
-        return None
+        return self.covariance_problem(cov)
 
-    def new_stats(self, n_clusters: int, n_features: int) -> SuffStats:
-        return SuffStats.zeros(n_clusters, n_features, self.second_shape(n_features))
-
+    # EM -----------------------------------------------------------------------
     def initial_params(self, centres: np.ndarray, sigma2: float, reg: float) -> Params:
         """The parameters before the first E-step, from the seeds and the seeding's variance sigma^2
         (equal weights, covariances sigma^2 I + reg)."""
@@ -208,15 +270,5 @@ class Family:
 
     def mean_variance(self, params: Params) -> float:
         """sum_c pi_c tr(Sigma_c) / D: the spread the searches scale their first thresholds by."""
-        cov = params.covariances
-        if self.second == "trace":
-            per = np.broadcast_to(cov, params.weights.shape)
-        elif self.second == "diag":
-            per = cov.mean(axis=1)
-        else:
-            per = np.trace(cov, axis1=1, axis2=2) / cov.shape[1]
+        per = np.broadcast_to(self.average_variances(params.covariances), params.weights.shape)
         return float(np.dot(params.weights, per))
-
-    def n_parameters(self, n_clusters: int, n_features: int) -> int:
-        """Free parameters (for BIC / AIC): means, weights and covariances."""
-        raise NotImplementedError

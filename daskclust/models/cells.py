@@ -115,6 +115,8 @@ class CellDiagFamily(DiagFamily):
     """The diagonal mixture on packed cells (the module docstring); M-step and free energy as "diag"."""
 
     name = "cells-diag"
+    full_cells = False
+    """The cells carry the diagonal of their within-cell covariance (the trees' layout)."""
 
     def kernel_params(self, params):
         return CellDiagParams(*super().kernel_params(params))
@@ -124,6 +126,8 @@ class CellFullFamily(FullFamily):
     """The full-covariance mixture on packed cells; M-step and free energy as "full"."""
 
     name = "cells-full"
+    full_cells = True
+    """The cells carry their whole within-cell covariance, D^2 values."""
 
     def kernel_params(self, params):
         means, M, const = super().kernel_params(params)
@@ -131,3 +135,4 @@ class CellFullFamily(FullFamily):
 
 
 CELL_FAMILIES = {"diag": CellDiagFamily(), "full": CellFullFamily()}
+"""The cell families by ``covariance_type``: the layouts :class:`~daskclust.CellGaussianMixture` fits."""

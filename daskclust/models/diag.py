@@ -12,7 +12,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from .base import variance_floor
+from .base import SuffStats, variance_floor
 from .gaussian import WeightedFamily, log_weights
 from .overloads import register
 
@@ -46,7 +46,15 @@ class DiagFamily(WeightedFamily):
     """Weights pi_c and a diagonal covariance per component."""
 
     name = "diag"
-    second = "diag"
+
+    def covariance_shape(self, n_clusters, n_features):
+        return (n_clusters, n_features)
+
+    def new_stats(self, n_clusters, n_features):
+        return SuffStats.zeros(n_clusters, n_features, (n_features,))
+
+    def average_variances(self, covariances):
+        return covariances.mean(axis=1)
 
     def kernel_params(self, params):
         var = variance_floor(params.covariances, params.means)

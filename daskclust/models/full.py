@@ -15,6 +15,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from ..errors import ConvergenceError, InvalidParameterError
+from .base import SuffStats
 from .gaussian import WeightedFamily, ill_defined, log_weights
 from .overloads import register
 
@@ -78,11 +80,57 @@ def precisions_cholesky(covariances: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(lower_inverse(cholesky(covariances)).transpose(0, 2, 1))
 
 
+def matrix_problem(covariances: np.ndarray) -> str | None:
+    """Why finite (C, D, D) matrices are not covariances (symmetric positive definite), or None."""
+    if not np.allclose(covariances, np.swapaxes(covariances, 1, 2), rtol=1e-10, atol=0):
+        return "its covariances are not symmetric"
+    try:
+        np.linalg.cholesky(covariances)
+    except np.linalg.LinAlgError:
+        return "its covariances are not positive definite"
+    return None
+
+
+def inverted_precision_matrices(precisions: np.ndarray) -> np.ndarray:
+    """Covariances Sigma_c = P_c^-1 of (C, D, D) precisions, through the Cholesky factor of each and a
+    triangular solve (no matrix inverse): P = L L^T, so Sigma = L^-T L^-1;
+    :class:`InvalidParameterError` when one is not positive definite."""
+    try:
+        M = lower_inverse(cholesky(precisions))
+    except ConvergenceError:
+        raise InvalidParameterError("precisions_init must be symmetric positive definite") from None
+    return M.transpose(0, 2, 1) @ M
+
+
 class FullFamily(WeightedFamily):
     """Weights pi_c and a full covariance per component."""
 
     name = "full"
-    second = "full"
+
+    def covariance_shape(self, n_clusters, n_features):
+        return (n_clusters, n_features, n_features)
+
+    def new_stats(self, n_clusters, n_features):
+        return SuffStats.zeros(n_clusters, n_features, (n_features, n_features))
+
+    def initial_covariances(self, variance, n_clusters, n_features):
+        return np.broadcast_to(variance * np.eye(n_features), (n_clusters, n_features, n_features)).copy()
+
+    def average_variances(self, covariances):
+        return np.trace(covariances, axis1=1, axis2=2) / covariances.shape[1]
+
+    def covariance_problem(self, covariances):
+        return matrix_problem(covariances)
+
+    def precisions(self, covariances):
+        chol = precisions_cholesky(covariances)
+        return chol @ chol.transpose(0, 2, 1), chol
+
+    def inverted_precisions(self, precisions):
+        return inverted_precision_matrices(precisions)
+
+    def sample_deviations(self, z, covariances, labels):
+        return np.einsum("nij,nj->ni", cholesky(covariances)[labels], z)
 
     def kernel_params(self, params):
         L = cholesky(params.covariances)

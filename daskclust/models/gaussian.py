@@ -34,10 +34,7 @@ class WeightedFamily(Family):
 
     def initial_params(self, centres, sigma2, reg):
         C, D = centres.shape
-        var = float(sigma2) + reg
-        identity = np.eye(D) if self.second == "full" else 1.0  # sigma^2 I in the family's layout
-        cov = np.broadcast_to(var * identity, self.covariance_shape(C, D)).copy()
-        return Params(centres, np.full(C, 1.0 / C), cov)
+        return Params(centres, np.full(C, 1.0 / C), self.initial_covariances(float(sigma2) + reg, C, D))
 
     def m_step(self, stats: SuffStats, params: Params, reg: float) -> Params:
         means, shift = updated_means(stats, params.means)

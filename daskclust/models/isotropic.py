@@ -62,9 +62,23 @@ class SharedVarianceFamily(Family):
 
     metric = True
     learn_weights = False
+    default_n_explore = 1  # Forster & Lücke 2018's "+1"
 
     def covariance_shape(self, n_clusters, n_features):
         return ()
+
+    def covariance_problem(self, covariances):
+        return "its variance is negative" if covariances < 0 else None
+
+    def covariances_attribute(self, params):
+        """sigma^2 once per component, as scikit-learn's spherical ``covariances_``."""
+        return np.full(len(params.means), float(params.covariances))
+
+    def model_covariances(self, covariances, sigma2):
+        return np.asarray(sigma2)
+
+    def covariances_for_empty(self, covariances, empty):
+        return covariances.copy()  # shared by all components
 
     def initial_params(self, centres, sigma2, reg):
         C = len(centres)

@@ -106,8 +106,14 @@ class SketchedFamily(WeightedFamily):
     def __init__(self, covariance_type: str = "diag", n_kept: int = 1):
         self.covariance_type = covariance_type
         self.name = f"sketched-{covariance_type}"
-        self.second = "diag" if covariance_type == "diag" else "trace"
+        self.diagonal = covariance_type == "diag"
         self.n_kept = int(n_kept)
+
+    def covariance_shape(self, n_clusters, n_features):
+        return (n_clusters, n_features) if self.diagonal else (n_clusters,)
+
+    def average_variances(self, covariances):
+        return covariances.mean(axis=1) if self.diagonal else covariances
 
     def new_stats(self, n_clusters, n_features):
         return SketchStats.zeros(n_clusters, n_features)
@@ -115,7 +121,7 @@ class SketchedFamily(WeightedFamily):
     def kernel_params(self, params: Params) -> SketchParams:
         C, P = params.means.shape
         var = variance_floor(params.covariances, params.means)
-        var = np.broadcast_to(var[:, None] if var.ndim == 1 and self.second == "trace" else var, (C, P))
+        var = np.broadcast_to(var if self.diagonal else var[:, None], (C, P))
         return SketchParams(params.means, np.ascontiguousarray(1.0 / var), np.ascontiguousarray(np.log(var)),
                             -2.0 * log_weights(params.weights))
 
@@ -126,7 +132,7 @@ class SketchedFamily(WeightedFamily):
         spread = np.maximum(stats.S2 - stats.N * (means - params.means) ** 2, 0.0)  # about the new means
         has_mass = stats.S0 > 0
         cov = params.covariances.copy()
-        if self.second == "diag":
+        if self.diagonal:
             cov = np.where(observed, spread / counts + reg, cov)
         else:
             cov[has_mass] = spread[has_mass].sum(axis=1) / stats.N[has_mass].sum(axis=1) + reg
@@ -140,7 +146,7 @@ class SketchedFamily(WeightedFamily):
         keeps at least 1e-10 of the mass, so no seed is dropped before its first E-step."""
         observed = stats.N > 0
         counts = np.where(observed, stats.N, 1.0)
-        if self.second == "diag":
+        if self.diagonal:
             cov = np.where(observed, stats.S2 / counts, sigma2) + reg
         else:
             total = stats.N.sum(axis=1)
@@ -153,5 +159,10 @@ class SketchedFamily(WeightedFamily):
         return float(stats.scal[LSE] / stats.scal[W] - self.n_kept * HALF_LOG_2PI), self.mean_variance(params)
 
     def covariance_parameters(self, n_features: int) -> int:
-        return n_features if self.second == "diag" else 1
+        return n_features if self.diagonal else 1
 
+
+
+SKETCHED_COVARIANCE_TYPES = ("diag", "spherical")
+"""The ``covariance_type`` values :class:`SketchedFamily` fits (Kightley & Becker 2019's diagonal case and
+its spherical restriction)."""

@@ -28,7 +28,9 @@ class SphericalFamily(WeightedFamily):
     """Weights pi_c and one variance sigma_c^2 per component."""
 
     name = "spherical"
-    second = "trace"
+
+    def covariance_shape(self, n_clusters, n_features):
+        return (n_clusters,)
 
     def kernel_params(self, params):
         var = variance_floor(params.covariances, params.means)
