@@ -1,4 +1,4 @@
-"""GaussianMixture: mixtures of Gaussians fitted by truncated EM, four covariance types on one seam."""
+"""GaussianMixture: mixtures of Gaussians fitted by truncated EM, every registered covariance type on one seam."""
 
 from __future__ import annotations
 
@@ -39,10 +39,11 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     ----------
     n_components : int, default=1
         Number of components C.
-    covariance_type : {"diag", "spherical", "full", "isotropic"}, default="diag"
+    covariance_type : {"diag", "spherical", "full", "tied", "isotropic"}, default="diag"
         "full": a full covariance per component (Cholesky factors; D (D + 1) flops per
         row and component); "diag": a diagonal one (3 D flops); "spherical": one variance
-        per component; "isotropic": Forster & Lücke 2018's model, one variance shared by all components
+        per component; "tied": one full covariance shared by all components (D (D + 1) flops, one
+        Cholesky factor); "isotropic": Forster & Lücke 2018's model, one variance shared by all components
         and equal weights. All but "isotropic" learn the weights. The default "diag" is the
         richest whose cost per (row, component) pair stays O(D) and whose parameters take
         O(C D) memory: at large C and D, "full" needs C D^2 floats per copy (the
@@ -56,15 +57,15 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         EM's held-out likelihood there.
     n_explore : int or None, default=None
         Components drawn uniformly per row and iteration besides the search's candidates;
-        None: 1 for "isotropic" (Forster & Lücke 2018's "+1"), 5 for the types with per-component
-        covariances, whose neighbourhoods (estimated from the log-joint) miss more of a
+        None: 1 for "isotropic" (Forster & Lücke 2018's "+1"), 5 for the types with learned weights
+        and covariances, whose neighbourhoods (estimated from the log-joint) miss more of a
         row's best components: on uci_letter, C = 500, diag, 5 raised the final free energy
         from -6.78 to -6.23 per point at the same cost (BIRCH fits were unchanged).
     reg_covar : float, default=1e-6
         Added to the diagonal of every covariance after every M-step (scikit-learn's ``reg_covar``).
     learn_weights : bool or None, default=None
-        Learn the mixing weights (pi_c = S0_c / W); None: learned for "spherical", "diag"
-        and "full", equal for "isotropic" (Forster & Lücke 2018's model). False keeps the initial weights.
+        Learn the mixing weights (pi_c = S0_c / W); None: learned for "spherical", "diag",
+        "full" and "tied", equal for "isotropic" (Forster & Lücke 2018's model). False keeps the initial weights.
     init_params : {"kmeans", "seeding"}, default="kmeans"
         How the parameters start. "kmeans" (scikit-learn's default): k-means from the seeding
         (``init``) to convergence, then each component is its cluster: its share of the rows,
@@ -106,10 +107,11 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     means_ : ndarray of shape (C, D)
     covariances_ : ndarray
         (C,) for "spherical" and "isotropic" (C copies of sigma^2), (C, D) for "diag",
-        (C, D, D) for "full" (scikit-learn's layouts).
+        (C, D, D) for "full", (D, D) for "tied" (scikit-learn's layouts).
     precisions_, precisions_cholesky_ : ndarray
         Inverse covariances and their Cholesky factors, in the layout of ``covariances_``
-        (for "full": precisions_cholesky_[c] is upper triangular, P P^T = Sigma_c^-1).
+        (for "full": precisions_cholesky_[c] is upper triangular, P P^T = Sigma_c^-1; for "tied"
+        one such (D, D) factor).
     sigma2_ : float
         sum_c pi_c tr(Sigma_c) / D (for "isotropic", the shared variance).
     lower_bound_ : float

@@ -267,7 +267,7 @@ def test_singular_full_covariance_without_reg_covar_is_a_clear_error(client):
 
 
 @pytest.mark.parametrize("params, match", [
-    (dict(covariance_type="tied"), "covariance_type"),
+    (dict(covariance_type="banded"), "covariance_type"),
     (dict(reg_covar=-1.0), "reg_covar"),
     (dict(weights_init=[0.5, 0.6]), "weights_init"),
     (dict(covariance_type="diag", precisions_init=np.ones(2)), "precisions_init"),
@@ -289,7 +289,7 @@ def test_all_zero_weights_are_refused(client, X):
 
 
 def test_every_family_is_registered():
-    assert set(FAMILIES) == {"kmeans", "isotropic", "spherical", "diag", "full"}
+    assert set(FAMILIES) == {"kmeans", "isotropic", "spherical", "diag", "full", "tied"}
 
 
 @pytest.mark.parametrize("cov_type", ["isotropic", *FAMILY_NAMES])
