@@ -160,3 +160,15 @@ def test_the_checks_see_an_uphill_import_and_a_circle(monkeypatch):
         test_imports_run_downhill_only()
     with pytest.raises(AssertionError, match="daskclust.engine.engine"):
         test_no_circles_of_modules()
+
+
+def test_no_test_module_imports_another():
+    """Shared helpers live in tests/conftest.py: importing a test module from another worked only
+    when pytest had collected it first (its folder on sys.path), so it failed run alone."""
+    offending = []
+    for path in sorted(PACKAGE.parent.joinpath("tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            offending += [f"{path.name}:{node.lineno} imports {name}" for name in names if name.startswith("test_")]
+    assert not offending, offending

@@ -165,9 +165,9 @@ def test_trees_are_saved_and_reused_across_fits(client, tmp_path):
 
 
 def test_same_model_after_resume(client, tmp_path):
-    from test_resilience import Interrupt
-
     from daskclust import checkpoint
+
+    from conftest import Interrupt
 
     X, _ = mixture(n=12000, C=5, seed=7)
 
