@@ -10,10 +10,10 @@ def sq_distances(X, centres):
     return ((X[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
 
 
-def truncated_estep(X, w, centres, sigma2, n_keep):
-    """Statistics of one E-step keeping the n_keep closest clusters (dense numpy)."""
+def truncated_estep(X, w, centres, sigma2, n_truncated):
+    """Statistics of one E-step keeping the n_truncated closest clusters (dense numpy)."""
     d2 = sq_distances(X, centres)
-    order = np.argsort(d2, axis=1, kind="stable")[:, :n_keep]
+    order = np.argsort(d2, axis=1, kind="stable")[:, :n_truncated]
     sel = np.take_along_axis(d2, order, axis=1)
     logits = -sel / (2 * sigma2)
     m = logits.max(axis=1, keepdims=True)

@@ -40,7 +40,7 @@ from ..engine.engine import Engine, WorkerInfo, contiguous_placement
 from ..engine.ops import Chunk
 from ..kernels.estep import NDIST_POINTS
 from ..names import STATE_K, STATE_SEED_LABEL
-from ..seeding.ops import NearestIndex
+from ..seeding.passes import NearestIndex
 from .data import blobs_array
 from .overhead import NoOp, time_passes
 from .prediction import FamilyConstants, Line, Scenario, prose, tree_depth
@@ -75,14 +75,14 @@ def iterate(run_pass, estimator, params, iterations: int = ITERATIONS, reorder=N
     pickled bytes of the operation (down the tree) and of the merged accumulator (up).
     """
     spec = estimator.fit_spec(params.means.shape[1])
-    family, n_keep, reg, search = spec.family, spec.n_keep, spec.reg, spec.make_search()
+    family, n_truncated, reg, search = spec.family, spec.n_truncated, spec.reg, spec.make_search()
     search.start(params.means, family.mean_variance(params))
     records = []
     for t in range(iterations):
         t0 = time.perf_counter()
         kernel = family.kernel_params(params)
         t1 = time.perf_counter()
-        op = EStepOp(family, kernel, n_keep, True, search.payload(), 0, t)
+        op = EStepOp(family, kernel, n_truncated, True, search.payload(), 0, t)
         t2 = time.perf_counter()
         acc = run_pass(op)
         t3 = time.perf_counter()

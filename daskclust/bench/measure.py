@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..seeding.ops import NearestIndex
+from ..seeding.passes import NearestIndex
 
 ROWS = 32768
 

@@ -33,7 +33,7 @@ from scipy.optimize import linear_sum_assignment
 
 from .. import GaussianMixture, KMeans
 from ..estimators.sketched import SketchedGaussianMixture
-from ..seeding.ops import NearestIndex
+from ..seeding.passes import NearestIndex
 from ..transforms import Sketch, SketchedData
 from .data import birch_array, blobs_array
 from .outofcore import bench_dir, dataset, read_floor

@@ -42,7 +42,7 @@ class EStepOp:
 
     family : the model family (its statistics); kernel : its parameters as the
     kernels take them (:meth:`~daskclust.models.Family.kernel_params`, computed once on
-    the driver: floored, factorised); n_keep : C' (1 = k-means, C = exact EM);
+    the driver: floored, factorised); n_truncated : C' (1 = k-means, C = exact EM);
     keep_state : keep K(n) on the workers; search : the strategy's payload, which
     runs the kernel (:mod:`daskclust.search.payloads`); seed, iteration : key the
     exploratory and sampled draws (with the chunk index).
@@ -53,7 +53,7 @@ class EStepOp:
 
     family: Family
     kernel: tuple
-    n_keep: int
+    n_truncated: int
     keep_state: bool
     search: object
     seed: int = 0
@@ -72,7 +72,7 @@ class EStepOp:
         else:
             K = np.empty((chunk.n_rows, 0), dtype=np.int32)
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
-        acc.search = self.search.estep(chunk, self.kernel, self.n_keep, K, acc.stats, acc.search, key)
+        acc.search = self.search.estep(chunk, self.kernel, self.n_truncated, K, acc.stats, acc.search, key)
         if self.keep_state:
             chunk.state[STATE_K] = K
 

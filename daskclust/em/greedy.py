@@ -1,4 +1,4 @@
-"""Accelerated greedy mixture learning (Verbeek et al. 2006 Sec. 5, Eqs. 14-21) on the cells of :mod:`daskclust.em.cells`.
+"""Accelerated greedy mixture learning (Verbeek et al. 2006 Sec. 5, Eqs. 14-21) on the cells of :mod:`daskclust.em.cell_loop`.
 
 From a converged k-component mixture p_k, a new component phi with weight a is sought that maximises the
 bound on the log-likelihood of p_{k+1} = (1 - a) p_k + a phi (Eq. 14) with p_k fixed:
@@ -31,7 +31,7 @@ from ..engine.ops import Chunk
 from ..kernels.infer import top_components
 from ..models import Params
 from ..names import STATE_CELL_FRONTIER, STATE_CELL_K
-from .cells import load_tree, packed_cells
+from .cell_loop import load_tree, packed_cells
 
 LOG_2PI = float(np.log(2 * np.pi))
 CANDIDATE_SHARE = 0.05

@@ -73,7 +73,7 @@ class EMSettings:
     """
 
     n_clusters: int
-    n_keep: int
+    n_truncated: int
     family: Family
     max_iter: int
     tol: float
@@ -89,7 +89,7 @@ class EMSettings:
     @property
     def keep_state(self) -> bool:
         """K(n) is kept unless every cluster is kept for every point (exact EM)."""
-        return self.n_keep < self.n_clusters or self.family.hard
+        return self.n_truncated < self.n_clusters or self.family.hard
 
 
 @dataclass
@@ -127,7 +127,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
 
     The family computes the M-step and the free energy from the merged statistics
     (:meth:`~daskclust.models.Family.free_energy`). ``op_class`` is the E-step pass
-    (:class:`EStepOp` over rows; :class:`~daskclust.em.cells.CellEStepOp` over cells).
+    (:class:`EStepOp` over rows; :class:`~daskclust.em.cell_loop.CellEStepOp` over cells).
     """
     params, prev_f = start.params, start.prev_f
     C = params.means.shape[0]
@@ -142,7 +142,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     for t in range(start.iteration, first_m + settings.max_iter + 1):
         t0 = time.perf_counter()
         kernel = family.kernel_params(params)
-        op = op_class(family, kernel, settings.n_keep, settings.keep_state, search.payload(), settings.seed, t)
+        op = op_class(family, kernel, settings.n_truncated, settings.keep_state, search.payload(), settings.seed, t)
         acc = engine.map_reduce(op)
         stats = acc.stats
         if t == 0 and settings.keep_state and engine.persisted and op.reorders_rows:

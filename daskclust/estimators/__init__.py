@@ -1,6 +1,6 @@
 """scikit-learn-style estimators."""
 
-from .cells import CellGaussianMixture, GreedyGaussianMixture
+from .cell_mixtures import CellGaussianMixture, GreedyGaussianMixture
 from .gaussian_mixture import GaussianMixture
 from .kmeans import KMeans
 from .sketched import SketchedGaussianMixture

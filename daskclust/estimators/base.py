@@ -17,7 +17,7 @@ from ..fit import FitResult, FitSpec, FitSteps, Progress, check_coreset_fit, des
 from ..io import Location
 from ..models import Family, Params
 from ..seeding import check_init
-from ..seeding.ops import NearestIndex
+from ..seeding.passes import NearestIndex
 from .apply import apply_rows
 from .params import AnyValue, Interval, Options, ParamsMixin, PathOrNone, RandomStateLike
 
@@ -79,7 +79,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     def _n_clusters(self) -> int:
         raise NotImplementedError
 
-    def _n_keep(self) -> int:
+    def _n_truncated(self) -> int:
         raise NotImplementedError
 
     def _reg(self) -> float:
@@ -218,7 +218,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     def fit_spec(self, n_features: int, init=None) -> FitSpec:
         """The frozen specification of this estimator's fit on data of ``n_features`` features (the
         parameters validated; ``init`` the checked seeding or centres)."""
-        return FitSpec(type(self).__name__, self._family(), self._n_clusters(), self._n_keep(), search=self.search,
+        return FitSpec(type(self).__name__, self._family(), self._n_clusters(), self._n_truncated(), search=self.search,
                        n_neighbors=self.n_neighbors, n_explore=self._n_explore(), n_samples=self.n_samples,
                        init=self._init_centres() if init is None else init,
                        oversampling_factor=self.oversampling_factor, init_rounds=self.init_rounds,
@@ -280,7 +280,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     def predict(self, X, *, output: str | os.PathLike | None = None, storage_options: dict | None = None,
                 overwrite: bool = False, inputs=()):
         """Index of the nearest centre of each row (exact: a ball index over the centres prunes where
-        it can, :class:`~daskclust.seeding.ops.NearestIndex`).
+        it can, :class:`~daskclust.seeding.passes.NearestIndex`).
 
         numpy input gives a numpy array, lazy input (dask, zarr, path) a dask
         array. A 2-D DataArray gives a DataArray named "labels" along its first

@@ -153,7 +153,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     def _n_clusters(self) -> int:
         return self.n_components
 
-    def _n_keep(self) -> int:
+    def _n_truncated(self) -> int:
         return self.n_components if self.n_truncated is None else min(self.n_truncated, self.n_components)
 
     def _reg(self) -> float:
@@ -245,7 +245,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         computed chunk by chunk, never an N x C block. ``n_truncated`` overrides C'.
         """
         index = self._index()
-        k = self._n_keep() if n_truncated is None else int(n_truncated)
+        k = self._n_truncated() if n_truncated is None else int(n_truncated)
         C = self.n_components
 
         def packed(block):

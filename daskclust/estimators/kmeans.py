@@ -7,7 +7,7 @@ from sklearn.base import ClusterMixin, TransformerMixin
 
 from ..kernels.estep import all_distances
 from ..models import FAMILIES, Family, Params
-from ..seeding.ops import NearestIndex
+from ..seeding.passes import NearestIndex
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import Interval
@@ -172,7 +172,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     def _n_clusters(self) -> int:
         return self.n_clusters
 
-    def _n_keep(self) -> int:
+    def _n_truncated(self) -> int:
         return 1
 
     def _family(self) -> Family:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import ModelStoreError
 from .base import TruncatedEMEstimator, restore
-from .cells import CellGaussianMixture, GreedyGaussianMixture
+from .cell_mixtures import CellGaussianMixture, GreedyGaussianMixture
 from .gaussian_mixture import GaussianMixture
 from .kmeans import KMeans
 from .sketched import SketchedGaussianMixture

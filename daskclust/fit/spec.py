@@ -21,7 +21,7 @@ from ..search import Search, SearchConfig, make_search
 class FitSpec:
     """A fit's model, search, seeding and stopping rule.
 
-    ``n_keep`` is C', the clusters each row keeps (C: exact EM); ``search`` one of
+    ``n_truncated`` is C', the clusters each row keeps (C: exact EM); ``search`` one of
     :data:`daskclust.search.SEARCHES` with ``n_neighbors`` (G), ``n_explore`` and ``n_samples``
     (R); ``init`` a seeding name or (C, D) centres with the seeding's options; ``tol`` bounds
     the change of the free energy per point (absolutely when ``absolute_tol``, as scikit-learn's
@@ -32,7 +32,7 @@ class FitSpec:
     kind: str
     family: Family
     n_clusters: int
-    n_keep: int
+    n_truncated: int
     search: str = "estimated"
     n_neighbors: int = 10
     n_explore: int = 1
@@ -56,16 +56,16 @@ class FitSpec:
 
     def settings(self, seed: int, data: str = "full") -> EMSettings:
         """The EM loop's settings for the run seeded with ``seed``."""
-        return EMSettings(self.n_clusters, self.n_keep, self.family, self.max_iter, self.tol, self.reg,
+        return EMSettings(self.n_clusters, self.n_truncated, self.family, self.max_iter, self.tol, self.reg,
                           self.n_init_esteps, seed, data=data, absolute_tol=self.absolute_tol)
 
     def make_search(self) -> Search:
         """A fresh search strategy: the spec's, or ``"full"`` when every cluster is kept."""
         C = self.n_clusters
-        return make_search(self.search if self.n_keep < C else "full",
-                           SearchConfig(C, self.n_keep, min(self.n_neighbors, C), self.n_explore, self.n_samples,
+        return make_search(self.search if self.n_truncated < C else "full",
+                           SearchConfig(C, self.n_truncated, min(self.n_neighbors, C), self.n_explore, self.n_samples,
                                         metric=self.family.metric))
 
-    def with_clusters(self, n_clusters: int, n_keep: int) -> FitSpec:
+    def with_clusters(self, n_clusters: int, n_truncated: int) -> FitSpec:
         """The same fit with another C and C' (greedy learning grows C)."""
-        return replace(self, n_clusters=n_clusters, n_keep=n_keep)
+        return replace(self, n_clusters=n_clusters, n_truncated=n_truncated)

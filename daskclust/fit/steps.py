@@ -4,7 +4,7 @@ The plain steps are the engine's seeding (:func:`daskclust.seeding.seed`), the f
 parameters and the EM loop (:func:`daskclust.em.loop.run_em`). A variant overrides one step: the
 mixtures start from k-means' clusters and put in the given weights and precisions; sketches
 (:mod:`daskclust.fit.sketch`) seed on sketches; cells and greedy learning
-(:mod:`daskclust.fit.cells`) iterate on kd-tree cells. Steps hold their own settings and no
+(:mod:`daskclust.fit.cell_steps`) iterate on kd-tree cells. Steps hold their own settings and no
 state between fits.
 """
 

@@ -129,7 +129,7 @@ def _first_iteration():
     search.start(centres, sigma2)
     family, settings = spec.family, spec.settings(0)
     kernel = family.kernel_params(family.initial_params(centres, sigma2, 0.0))
-    op = EStepOp(family, kernel, spec.n_keep, settings.keep_state, search.payload(), 0, 0)
+    op = EStepOp(family, kernel, spec.n_truncated, settings.keep_state, search.payload(), 0, 0)
     return search, op, centres, sigma2
 
 
@@ -160,7 +160,7 @@ def run_labels(dtype="float64") -> None:
     """The exact nearest centre of every row of the tiny data set, with the checks of the rows
     before it (what ``predict`` runs, and ``fit`` for ``labels_`` on numpy input)."""
     from ..data.ranges import rows_problem
-    from ..seeding.ops import NearestIndex
+    from ..seeding.passes import NearestIndex
 
     X = tiny_data(dtype)
     assert rows_problem(X, 0, "score") is None

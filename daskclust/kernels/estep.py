@@ -91,7 +91,7 @@ def accumulate_point(x, wi, sel_c, sel_d, k, inv_two_s2, params, stats):
 
 
 @njit(nogil=True, cache=True)
-def estep_full(X, w, params, n_keep, K, stats, scal):
+def estep_full(X, w, params, n_truncated, K, stats, scal):
     """E-step evaluating every cluster for every point (exact search).
 
     Parameters
@@ -103,7 +103,7 @@ def estep_full(X, w, params, n_keep, K, stats, scal):
     params : a family's parameters (:mod:`daskclust.kernels.family`), ``params.means`` (C, D)
         float64; for the mean families the variance is floored by the caller
         (:func:`daskclust.models.variance_floor`), so 1 / (2 sigma^2) is finite.
-    n_keep : int
+    n_truncated : int
         C', clusters kept per point (1 = k-means, C = exact EM).
     K : (n, C') int32 or (n, 0) int32, IN/OUT
         Truncated sets, best first; replaced by the new sets. With zero columns
@@ -115,7 +115,7 @@ def estep_full(X, w, params, n_keep, K, stats, scal):
     """
     n = X.shape[0]
     C = params.means.shape[0]
-    k = min(n_keep, C)
+    k = min(n_truncated, C)
     track = K.shape[1] > 0
     inv_two_s2 = 0.5 / scale(params)
     d2 = np.empty(C)

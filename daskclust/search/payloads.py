@@ -42,8 +42,8 @@ class FullPayload:
     def new_acc(self, n_clusters: int) -> None:
         return None
 
-    def estep(self, chunk: Chunk, params, n_keep: int, K, stats: SuffStats, acc, key):
-        estep_full(chunk.X, chunk.w, params, n_keep, K, stats.arrays(), stats.scal)
+    def estep(self, chunk: Chunk, params, n_truncated: int, K, stats: SuffStats, acc, key):
+        estep_full(chunk.X, chunk.w, params, n_truncated, K, stats.arrays(), stats.scal)
         return acc
 
 
@@ -88,7 +88,7 @@ class NeighbourhoodPayload:
         return NeighbourhoodAcc(np.zeros(self.neighbours.shape), np.zeros(self.neighbours.shape),
                                 PairStats.empty(n_clusters, self.pairs_per_row, False))
 
-    def estep(self, chunk, params, n_keep, K, stats, acc, key):
+    def estep(self, chunk, params, n_truncated, K, stats, acc, key):
         tsum, tcnt = (acc.tsum, acc.tcnt) if self.collect else (_NO_TABLE, _NO_TABLE)
         thresholds = self.thresholds if self.collect else _NO_THRESHOLDS
         keys, sums, weights, rank = estep_truncated(
@@ -118,7 +118,7 @@ class SampledPayload:
     def new_acc(self, n_clusters: int) -> PairStats:
         return PairStats.empty(n_clusters, self.pairs_per_row, True)
 
-    def estep(self, chunk, params, n_keep, K, stats, acc, key):
+    def estep(self, chunk, params, n_truncated, K, stats, acc, key):
         keys, sums, weights, rank = estep_truncated(
             chunk.X, chunk.w, params, K, SAMPLED, _NO_NEIGHBOURS, _NO_THRESHOLDS, self.row_idx,
             self.row_cdf, self.row_len, self.n_draws, self.n_explore, key, True, stats.arrays(), stats.scal,

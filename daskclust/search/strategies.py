@@ -14,7 +14,7 @@ from .payloads import FullPayload, NeighbourhoodAcc, NeighbourhoodPayload, Sampl
 @dataclass(frozen=True)
 class SearchConfig:
     n_clusters: int
-    n_keep: int
+    n_truncated: int
     n_neighbors: int = 5
     n_explore: int = 1
     n_samples: int = 5
@@ -77,7 +77,7 @@ class Search:
 
     def start_width(self) -> int:
         """Nearest centres per seed that :meth:`start` needs (itself included)."""
-        return max(self.config.n_keep, min(self.config.n_neighbors, self.config.n_clusters))
+        return max(self.config.n_truncated, min(self.config.n_neighbors, self.config.n_clusters))
 
     def counted_neighbours(self, centres: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         """:func:`exact_neighbours`, counted in ``n_distances``."""
@@ -88,8 +88,8 @@ class Search:
     def start(self, centres: np.ndarray, sigma2: float) -> None:
         """Called once with the seeds: exact neighbours give K(n) its first C' clusters."""
         self.exact_idx, self.exact_dist = self.counted_neighbours(centres, self.start_width())
-        self.init_sets = np.full((len(centres), self.config.n_keep), -1, dtype=np.int32)
-        width = min(self.config.n_keep, self.exact_idx.shape[1])
+        self.init_sets = np.full((len(centres), self.config.n_truncated), -1, dtype=np.int32)
+        width = min(self.config.n_truncated, self.exact_idx.shape[1])
         self.init_sets[:, :width] = self.exact_idx[:, :width]
 
     def payload(self):
@@ -108,7 +108,7 @@ class FullSearch(Search):
     """
 
     def start(self, centres, sigma2):
-        width = min(self.config.n_keep, self.config.n_clusters)
+        width = min(self.config.n_truncated, self.config.n_clusters)
         if width >= self.config.n_clusters:  # exact EM keeps no K(n)
             width = 1
         self.init_sets = np.full((len(centres), width), -1, dtype=np.int32)

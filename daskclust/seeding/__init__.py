@@ -32,7 +32,7 @@ import numpy as np
 from ..data.ranges import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
 from .methods import PROBE_ROWS, afkmc2, assign, kmeans_parallel, kmeanspp, random_rows
-from .ops import DrawOp, FirstPassOp, RelabelOp
+from .passes import DrawOp, FirstPassOp, RelabelOp
 
 SEEDINGS = {
     "k-means||": kmeans_parallel,

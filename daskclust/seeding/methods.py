@@ -11,7 +11,7 @@ import numpy as np
 from ..kernels.rng import stream_key
 from ..kernels.seeding import afkmc2_chains
 from ..names import STREAM_AFKMC2_CHAINS, STREAM_AFKMC2_SPLIT
-from .ops import (
+from .passes import (
     AssignOp,
     BernoulliOp,
     DrawOp,

@@ -40,7 +40,7 @@ from ..kernels.dense import dense_gains, dense_take_min
 from ..kernels.rng import stream_key
 from ..kernels.seeding import draw_trials, weighted_means
 from ..names import STREAM_REDUCTION
-from .ops import NearestIndex, ball_index_distances
+from .passes import NearestIndex, ball_index_distances
 
 LLOYD_ITERATIONS = 20
 """Most weighted Lloyd iterations per restart (they stop earlier once no candidate changes centre)."""

@@ -2,7 +2,7 @@
 
 1. One pass validates every chunk and draws a sample of S = min(N, max(SAMPLE_PER_CLUSTER C,
    MIN_SAMPLE)) sketch rows without replacement in proportion to their weights (exponential keys,
-   the draws of :class:`~daskclust.seeding.ops.DrawOp`).
+   the draws of :class:`~daskclust.seeding.passes.DrawOp`).
 2. On the driver, k-means++ (D^2 sampling, Arthur & Vassilvitskii) over the sample with the
    sketch distance of Eq. 30, ||y_i - R_i^T mu||^2; a chosen row becomes a seed by projecting it
    back to P dimensions, R_i y_i (zero where it kept nothing).
@@ -29,7 +29,7 @@ from ..kernels.rng import stream_key, uniform
 from ..models.sketched import SketchedFamily, SketchStats
 from ..names import STATE_SEED_LABEL, STREAM_SKETCH_SEEDING
 from . import SeedResult
-from .ops import DrawOp, FirstPassOp
+from .passes import DrawOp, FirstPassOp
 
 SAMPLE_PER_CLUSTER = 20
 MIN_SAMPLE = 2000

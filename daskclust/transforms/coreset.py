@@ -29,7 +29,7 @@ from ..errors import InvalidDataError, InvalidParameterError
 from ..kernels.rng import stream_key
 from ..kernels.validation import max_abs
 from ..names import STREAM_CORESET_ROWS, STREAM_CORESET_SPLIT
-from ..seeding.ops import chunk_weights
+from ..seeding.passes import chunk_weights
 
 
 class RowGeometry:

@@ -83,7 +83,7 @@ def test_kmeans_parallel_draws_inside_the_update_pass_equal_a_separate_pass(clie
     tree merges) are exactly those of a separate BernoulliOp pass over the same state."""
     from daskclust.data import as_chunked_data
     from daskclust.engine.engine import Engine
-    from daskclust.seeding.ops import BernoulliOp, NearestIndex, NearestUpdateOp, keep_drawn
+    from daskclust.seeding.passes import BernoulliOp, NearestIndex, NearestUpdateOp, keep_drawn
 
     X, _ = blobs(6000, 5, 30, seed=31)
     w = np.random.default_rng(3).uniform(0.2, 2.0, len(X))

@@ -10,7 +10,7 @@ from daskclust.kernels import ballindex
 from daskclust.kernels.ballindex import build_ball_index, greedy_kmeanspp_balls
 from daskclust.kernels.rng import stream_key, uniform
 from daskclust.kernels.seeding import weighted_means
-from daskclust.seeding.ops import ball_index_distances, pruning_test
+from daskclust.seeding.passes import ball_index_distances, pruning_test
 from daskclust.seeding.reduction import greedy_kmeanspp, n_restarts, reduce_candidates, weighted_lloyd
 
 

@@ -27,32 +27,32 @@ from reference import sq_distances, truncated_estep
 pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)
 
 
-def run_estep(X, w, centres, sigma2, n_keep, K=None):
+def run_estep(X, w, centres, sigma2, n_truncated, K=None):
     C, D = centres.shape
     S0, S1, SD2, scal = np.zeros(C), np.zeros((C, D)), np.zeros(C), np.zeros(N_SCALARS)
     if K is None:
-        K = np.full((len(X), n_keep), -1, dtype=np.int32)
-    estep_full(X, w, MeanParams(centres, sigma2), n_keep, K, (S0, S1, SD2), scal)
+        K = np.full((len(X), n_truncated), -1, dtype=np.int32)
+    estep_full(X, w, MeanParams(centres, sigma2), n_truncated, K, (S0, S1, SD2), scal)
     return S0, S1, SD2, scal, K
 
 
-@pytest.mark.parametrize("n_keep", [1, 3, 7])
+@pytest.mark.parametrize("n_truncated", [1, 3, 7])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_estep_matches_dense_reference(n_keep, dtype, weighted):
-    rng = np.random.default_rng(n_keep)
+def test_estep_matches_dense_reference(n_truncated, dtype, weighted):
+    rng = np.random.default_rng(n_truncated)
     X = rng.standard_normal((300, 4)).astype(dtype)
     centres = rng.standard_normal((7, 4))
     w = rng.uniform(0, 2, 300) if weighted else np.ones(300)
-    S0, S1, SD2, scal, K = run_estep(X, w if weighted else np.empty(0), centres, 0.7, n_keep)
-    ref = truncated_estep(X.astype(np.float64), w, centres, 0.7, n_keep)
+    S0, S1, SD2, scal, K = run_estep(X, w if weighted else np.empty(0), centres, 0.7, n_truncated)
+    ref = truncated_estep(X.astype(np.float64), w, centres, 0.7, n_truncated)
     rtol = 1e-10 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(S0, ref["S0"], rtol=rtol)
     np.testing.assert_allclose(S1, ref["S1"], rtol=rtol, atol=1e-9)
     np.testing.assert_allclose(SD2, ref["SD2"], rtol=rtol)
     np.testing.assert_allclose([scal[W], scal[LSE], scal[QE]], [ref["W"], ref["LSE"], ref["QE"]], rtol=rtol)
     assert scal[NDIST_POINTS] == 300 * 7
-    if n_keep < 7:  # the exact EM branch only guarantees the best cluster first
+    if n_truncated < 7:  # the exact EM branch only guarantees the best cluster first
         np.testing.assert_array_equal(K, ref["K"])
     np.testing.assert_array_equal(K[:, 0], ref["labels"])
     assert scal[CHANGED] == 300  # every row started at -1
@@ -191,7 +191,7 @@ def test_dense_nearest_matches_brute_force():
 
 
 def test_pruning_probe_tells_low_from_high_dimension():
-    from daskclust.seeding.ops import pruning_test
+    from daskclust.seeding.passes import pruning_test
 
     rng = np.random.default_rng(7)
     grid = np.repeat(np.arange(100)[:, None] * 6.0, 5, axis=0)

@@ -7,7 +7,7 @@ import pytest
 
 from daskclust.kernels.estep import LSE, N_SCALARS, QE, W, estep_full
 from daskclust.models import FAMILIES, Params
-from daskclust.models.cells import CELL_FAMILIES
+from daskclust.models.cell_families import CELL_FAMILIES
 
 
 def pack(X, groups, full):

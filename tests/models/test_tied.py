@@ -98,27 +98,27 @@ def exact_model(C, weights, means, cov, n_iter, reg):
 # -- kernels ---------------------------------------------------------------------------------------
 
 @pytest.mark.boundscheck
-@pytest.mark.parametrize("n_keep", [1, 3, 6])
+@pytest.mark.parametrize("n_truncated", [1, 3, 6])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_estep_kernel_matches_numpy(n_keep, dtype):
+def test_estep_kernel_matches_numpy(n_truncated, dtype):
     """The kernels' statistics with the tied overloads: S0, S1 per component and the one (D, D) upper
     triangle of sum_n w_n sum_c q_c(n) (y_n - mu_c)(y_n - mu_c)^T, and the log-sum-exp."""
-    rng = np.random.default_rng(n_keep)
+    rng = np.random.default_rng(n_truncated)
     C, D = 6, 4
     X = rng.standard_normal((250, D)).astype(dtype) * 3
     w = rng.uniform(0.1, 2.0, len(X))
-    weights, means, cov = tied_parameters(X.astype(np.float64), C, seed=n_keep)
+    weights, means, cov = tied_parameters(X.astype(np.float64), C, seed=n_truncated)
     params = Params(means, weights, cov)
     kernel = TIED.kernel_params(params)
     assert isinstance(kernel, TiedParams) and kernel.chol_inv.shape == (D, D)
     stats = TIED.new_stats(C, D)
     assert stats.S2.shape == (D, D)  # one shared second moment, whatever C
-    K = np.full((len(X), n_keep), -1, dtype=np.int32)
-    estep_full(X, w, kernel, n_keep, K, stats.arrays(), stats.scal)
+    K = np.full((len(X), n_truncated), -1, dtype=np.int32)
+    estep_full(X, w, kernel, n_truncated, K, stats.arrays(), stats.scal)
 
     Xd = X.astype(np.float64)
     lj = log_joint(Xd, weights, means, cov)
-    top = np.argsort(-lj, axis=1, kind="stable")[:, :n_keep]
+    top = np.argsort(-lj, axis=1, kind="stable")[:, :n_truncated]
     kept = np.take_along_axis(lj, top, axis=1)
     lse = logsumexp(kept, axis=1)
     q = np.zeros_like(lj)

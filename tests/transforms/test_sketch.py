@@ -104,7 +104,7 @@ def test_one_feature_and_nan_rows_are_refused(client, tmp_path):
     assert not os.path.exists(tmp_path / "nan.zarr")
 
 
-def fit_on(client, data, family, params, search, n_keep, iters, labels_from=None):
+def fit_on(client, data, family, params, search, n_truncated, iters, labels_from=None):
     """EM from ``params`` on the engine (seed labels from the nearest initial mean), its history and result."""
     C = len(params.means)
     with Engine(data, client) as engine:
@@ -112,13 +112,13 @@ def fit_on(client, data, family, params, search, n_keep, iters, labels_from=None
             seed_sketches(engine, family, C, len(params.means[0]), seed=0, reg=0.0, centres=params.means)
         else:
             seed(engine, params.means, C, seed=0)
-        settings = EMSettings(C, n_keep, family, iters, 0.0, 1e-6, 0, 11)
-        config = SearchConfig(C, n_keep, min(4, C), 1, 3, metric=family.metric)
+        settings = EMSettings(C, n_truncated, family, iters, 0.0, 1e-6, 0, 11)
+        config = SearchConfig(C, n_truncated, min(4, C), 1, 3, metric=family.metric)
         return run_em(engine, LoopState(0, params), settings, make_search(search, config))
 
 
-@pytest.mark.parametrize("search, n_keep", [("full", 6), ("estimated", 2)])
-def test_full_sketch_without_preconditioning_is_the_diagonal_mixture(client, search, n_keep):
+@pytest.mark.parametrize("search, n_truncated", [("full", 6), ("estimated", 2)])
+def test_full_sketch_without_preconditioning_is_the_diagonal_mixture(client, search, n_truncated):
     """Q = P, no preconditioning: every row keeps every feature (in its own drawn order), so SGMM
     is the diagonal GMM, iteration by iteration."""
     X, centres = blobs(1500, 6, 6, seed=4, spread=3.0)
@@ -126,9 +126,9 @@ def test_full_sketch_without_preconditioning_is_the_diagonal_mixture(client, sea
     rng = np.random.default_rng(0)
     start = Params(centres + rng.normal(scale=0.5, size=centres.shape), np.full(6, 1 / 6),
                    rng.uniform(0.5, 2.0, centres.shape))
-    a = fit_on(client, sketched.chunked(256), SketchedFamily("diag", 6), start, search, n_keep, 8)
+    a = fit_on(client, sketched.chunked(256), SketchedFamily("diag", 6), start, search, n_truncated, 8)
     from daskclust.data import as_chunked_data
-    b = fit_on(client, as_chunked_data(X, chunk_rows=256), FAMILIES["diag"], start, search, n_keep, 8)
+    b = fit_on(client, as_chunked_data(X, chunk_rows=256), FAMILIES["diag"], start, search, n_truncated, 8)
     fa = [r["free_energy"] for r in a.history]
     fb = [r["free_energy"] for r in b.history]
     assert len(fa) == len(fb) == 9
@@ -144,11 +144,11 @@ def test_free_energy_never_decreases_on_sketches(client, covariance_type, search
     X, _ = blobs(3000, 32, 12, seed=7, spread=4.0)
     sketched = Sketch(6, n_shared=2, random_state=2).fit_transform(X, client=client, chunk_rows=500)
     family = SketchedFamily(covariance_type, 6)
-    n_keep = 12 if search == "full" else 3
+    n_truncated = 12 if search == "full" else 3
     with Engine(sketched.chunked(500), client) as engine:
         seeding, start = seed_sketches(engine, family, 12, 32, seed=3, reg=1e-6)
-        settings = EMSettings(12, n_keep, family, 25, 0.0, 1e-6, 0, 3)
-        search_ = make_search(search, SearchConfig(12, n_keep, 4, 1, 3, metric=False))
+        settings = EMSettings(12, n_truncated, family, 25, 0.0, 1e-6, 0, 3)
+        search_ = make_search(search, SearchConfig(12, n_truncated, 4, 1, 3, metric=False))
         result = run_em(engine, LoopState(0, start), settings, search_)
     F = np.array([r["free_energy"] for r in result.history])
     assert len(F) == 26

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..em.cells import RefineSettings
+from ..em.cell_loop import RefineSettings
 from ..errors import InvalidDataError, InvalidParameterError
-from ..fit.cells import CellSteps, GreedySteps
+from ..fit.cell_steps import CellSteps, GreedySteps
 from ..io import Location, refuse_overlap
 from ..models import FAMILIES
-from ..models.cells import CELL_FAMILIES
+from ..models.cell_families import CELL_FAMILIES
 from ..models.inference import MixtureIndex
 from .apply import check_block
 from .gaussian_mixture import GaussianMixture
@@ -201,7 +201,7 @@ class GreedyGaussianMixture(CellGaussianMixture):
         """1 while fitting (greedy learning starts from one component), then the kept model's."""
         return 1 if getattr(self, "_fitting", False) else getattr(self, "n_components_", 1)
 
-    def _n_keep(self) -> int:
+    def _n_truncated(self) -> int:
         k = self._n_clusters()
         return k if self.n_truncated is None else min(self.n_truncated, k)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checkpoint import CONTENT, data_fingerprint
-from ..em.cells import CountCellsOp, RefineSettings, build_cells, run_cells
+from ..em.cell_loop import CountCellsOp, RefineSettings, build_cells, run_cells
 from ..em.greedy import GatherCellsOp, add_component
 from ..em.loop import LoopState
 from ..io import Location
@@ -81,8 +81,8 @@ class GreedySteps(CellSteps):
         params, added, best, since = start.params, {"gain": 0.0, "evaluations": 0}, None, 0
         components, refinement = [], []
         for k in range(1, self.n_components + 1):
-            n_keep = k if self.n_truncated is None else min(self.n_truncated, k)
-            now = spec.with_clusters(k, n_keep)
+            n_truncated = k if self.n_truncated is None else min(self.n_truncated, k)
+            now = spec.with_clusters(k, n_truncated)
             result, rounds = run_cells(engine, LoopState(0, params), now.settings(settings.seed), now.make_search(),
                                        self.refine, progress.row, self.full, built)
             say_rounds(progress, rounds)

@@ -6,7 +6,7 @@ splits, node statistics: :mod:`daskclust.kernels.kdtree`) and keeps it in the ch
 chunk's part of the partition (its frontier, initially every node at ``depth``) and each cell's K. The
 E-step (:class:`CellEStepOp`) reads only that state -- never the rows -- packs the frontier's cells
 (mean, within-cell covariance; weight n_A) and runs the search's truncated E-step on them with a
-cell family (:mod:`daskclust.models.cells`). Refinement (:func:`refine`): each chunk proposes its
+cell family (:mod:`daskclust.models.cell_families`). Refinement (:func:`refine`): each chunk proposes its
 cells whose split would raise F most under the current parameters (the gain
 n_L F_L + n_R F_R - n_A F_A, each child's F_A = log sum_{s in K(A)} exp <log pi_s N>_child over its
 parent's K), the driver keeps the best ones cluster-wide (ties broken by chunk and node, so the
@@ -99,12 +99,12 @@ class CellEStepOp(EStepOp):
         K = chunk.state.get(STATE_CELL_K) if self.keep_state else np.empty((len(frontier), 0), dtype=np.int32)
         if K is None:
             d2 = ((tree.mean[frontier][:, None, :] - self.kernel.means[None]) ** 2).sum(axis=2)
-            K = np.full((len(frontier), self.n_keep), -1, dtype=np.int32)
+            K = np.full((len(frontier), self.n_truncated), -1, dtype=np.int32)
             K[:, 0] = np.argmin(d2, axis=1)
             acc.stats.scal[NDIST_POINTS] += d2.size
         cells = Chunk(chunk.index, 0, X, w, {}, None, len(frontier))
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
-        acc.search = self.search.estep(cells, self.kernel, self.n_keep, K, acc.stats, acc.search, key)
+        acc.search = self.search.estep(cells, self.kernel, self.n_truncated, K, acc.stats, acc.search, key)
         chunk.state[STATE_CELL_K] = K
 
 
