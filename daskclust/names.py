@@ -46,6 +46,8 @@ STREAM_SAMPLE = 14
 """k-means|| in many dimensions: the uniform row sample of each chunk."""
 STREAM_REDUCTION = 21
 """k-means||: the greedy k-means++ runs of the reduction on the driver, per run."""
+STREAM_KMEANSPP = 22
+"""k-means++: the greedy steps' draws over the first pass's sample, on the driver."""
 STREAM_AFKMC2_SPLIT = 31
 """AFK-MC2: the multinomial split of the proposal draws over the chunks (driver)."""
 STREAM_AFKMC2_CHAINS = 32

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from daskclust.kernels.rng import uniform
+
 
 def sq_distances(X, centres):
     return ((X[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
@@ -358,3 +360,23 @@ def gaussian_em_step(X, w, weights, means, cov, cov_type, reg, learn_weights=Tru
         diag = np.stack([(R[:, c, None] * (X - new_means[c]) ** 2).sum(0) / nk[c] for c in range(len(nk))]) + reg
         new_cov = diag if cov_type == "diag" else diag.mean(1)
     return float((w * lse).sum() / w.sum()), nk / nk.sum() if learn_weights else weights, new_means, new_cov
+
+
+def reference_greedy(P, w, n_clusters, n_trials, key):
+    """scikit-learn's greedy k-means++ (weighted) in plain numpy, drawing with the kernels'
+    counter-based stream: draw 0 picks the first centre in proportion to w, draws
+    1 + (k - 1) n_trials + t the trials of step k in proportion to w d^2."""
+    def draw(u, mass):
+        cum = np.cumsum(mass)
+        return int(np.searchsorted(cum, u * cum[-1], side="right"))
+
+    D2 = sq_distances(P, P)
+    chosen = [draw(uniform(key, 0), w)]
+    d2 = D2[chosen[0]].copy()
+    for k in range(1, n_clusters):
+        trials = [draw(uniform(key, 1 + (k - 1) * n_trials + t), w * d2) for t in range(n_trials)]
+        pots = [(w * np.minimum(d2, D2[t])).sum() for t in trials]
+        best = trials[int(np.argmin(pots))]
+        chosen.append(best)
+        d2 = np.minimum(d2, D2[best])
+    return np.array(chosen)

@@ -7,7 +7,8 @@ instead of the seeds with equal weights and the seeding's variance sigma^2 I. Th
 engine, after the seeding:
 
 1. k-means (the ``kmeans`` family, C' = 1, the estimated search) from the seeds until it converges
-   (relative change of its free energy at most ``KMEANS_TOL``, or no row changes cluster) or after
+   by scikit-learn's KMeans rule (an M-step moves the centres by at most ``KMEANS_TOL`` times the
+   data's mean variance in all, sum_c ||mu_c^new - mu_c||^2, or no row changes cluster) or after
    ``KMEANS_MAX_ITER`` iterations; each row's cluster stays in its state K(n).
 2. One pass of the mixture family's statistics with every row in its k-means cluster alone (its only
    candidate is its K(n)): S0, S1 and S2 of the hard partition, then the family's M-step.
@@ -34,10 +35,11 @@ from .estep_op import EStepOp
 from .loop import EMSettings, LoopState, run_em
 
 KMEANS_MAX_ITER = 300
-KMEANS_TOL = 1e-5
+KMEANS_TOL = 1e-4
 KMEANS_NEIGHBORS = 10
-"""The k-means of the start is :class:`daskclust.KMeans` at its defaults: its stopping rule and
-neighbourhood size (the estimated search, one exploratory cluster per row)."""
+"""The k-means of the start is scikit-learn's ``KMeans(n_init=1)`` (``max_iter=300``, ``tol=1e-4`` of
+the data's mean variance on the centres' total squared shift), run as :class:`daskclust.KMeans`'s
+estimated search (G = 10, one exploratory cluster per row)."""
 
 
 @dataclass
@@ -66,12 +68,14 @@ class LabelsAsSeedsOp:
     merge = staticmethod(add_arrays)
 
 
-def kmeans_start(engine, centres: np.ndarray, sigma2: float, family: Family, reg: float, seed: int) -> KMeansStart:
-    """Steps 1-3 of the module docstring on ``engine`` (seeded: every chunk holds its seed labels)."""
+def kmeans_start(engine, centres: np.ndarray, sigma2: float, family: Family, reg: float, seed: int,
+                 data_variance: float) -> KMeansStart:
+    """Steps 1-3 of the module docstring on ``engine`` (seeded: every chunk holds its seed labels);
+    ``data_variance``: the mean over features of the data's variance (the seeding's first pass)."""
     t0 = time.perf_counter()
     C = len(centres)
     kmeans = FAMILIES["kmeans"]
-    settings = EMSettings(C, 1, kmeans, KMEANS_MAX_ITER, KMEANS_TOL, seed=seed)
+    settings = EMSettings(C, 1, kmeans, KMEANS_MAX_ITER, 0.0, seed=seed, shift_tol=KMEANS_TOL * data_variance)
     search = make_search("estimated", SearchConfig(C, 1, min(KMEANS_NEIGHBORS, C), 1, metric=True))
     result = run_em(engine, LoopState(0, kmeans.initial_params(centres, sigma2, 0.0)), settings, search)
     # every row's only candidate is its cluster: equal weights and unit variances make the cost a distance

@@ -85,6 +85,9 @@ class EMSettings:
     absolute_tol: bool = False
     """``tol`` bounds the change of the free energy per point itself (scikit-learn's GaussianMixture:
     the mean lower bound), not relative to its magnitude."""
+    shift_tol: float | None = None
+    """Also stop when an M-step moves the means by at most this in all, sum_c ||mu_c^new - mu_c||^2
+    (scikit-learn's KMeans rule, there tol times the data's mean variance)."""
 
     @property
     def keep_state(self) -> bool:
@@ -157,7 +160,10 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         scal = stats.scal
         n_changed = int(scal[CHANGED]) if settings.keep_state else -1
         fixed_point = family.hard and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
-        done = t > first_m and (converged(prev_f, free_energy, settings.tol, settings.absolute_tol) or fixed_point)
+        settled = (t >= first_m and settings.shift_tol is not None
+                   and float(np.sum((new.means - params.means) ** 2)) <= settings.shift_tol)
+        done = t > first_m and (converged(prev_f, free_energy, settings.tol, settings.absolute_tol) or fixed_point
+                                or settled)
         last = done or t == first_m + settings.max_iter
         if not last:
             before = search.n_distances

@@ -68,7 +68,8 @@ class MixtureSteps(FitSteps):
     def start(self, engine, spec, seeding, params, seed_value):
         if not self.kmeans_start:
             return seeding, params
-        start = kmeans_start(engine, seeding.centres, seeding.sigma2, spec.family, spec.reg, seed_value)
+        start = kmeans_start(engine, seeding.centres, seeding.sigma2, spec.family, spec.reg, seed_value,
+                             seeding.data_variance)
         seeding = replace(seeding, seconds=seeding.seconds + start.seconds,
                           n_distances=seeding.n_distances + start.n_distances,
                           method=f"{seeding.method}, then k-means ({start.iterations} iterations)")

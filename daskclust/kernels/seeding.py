@@ -1,6 +1,6 @@
-"""Kernels of the seedings: weighted sampling, potentials, AFK-MC2 chains and the k-means|| reduction.
+"""Kernels of the seedings: weighted sampling, AFK-MC2 chains and the k-means|| reduction.
 
-Chunk kernels (``bernoulli_sample``, ``potentials``, ``exponential_keys``) run on
+Chunk kernels (``bernoulli_sample``, ``exponential_keys``) run on
 the workers; ``afkmc2_chains`` and the reduction's ``draw_trials`` and
 ``weighted_means`` (see :mod:`daskclust.seeding.reduction`) run on the driver over
 the gathered rows. The nearest-candidate searches and the greedy k-means++ steps
@@ -67,15 +67,6 @@ def exponential_keys(key, mass):
         else:
             out[i] = np.inf
     return out
-
-
-@njit(nogil=True, cache=True)
-def potentials(X, w, mind2, cands, out):
-    """out[j] += sum_i w_i min(mind2_i, ||x_i - cand_j||^2): the cost if cand_j were added. OUT: out."""
-    for i in range(X.shape[0]):
-        wi = w[i] if w.shape[0] > 0 else 1.0
-        for j in range(cands.shape[0]):
-            out[j] += wi * min(mind2[i], sqdist(X[i], cands[j]))
 
 
 @njit(nogil=True, cache=True)

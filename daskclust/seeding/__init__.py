@@ -11,13 +11,18 @@ Registry (unknown names list the valid ones):
                  l = oversampling_factor * C rows in proportion to w d^2, then
                  k-means on the candidates weighted by the rows nearest to them
                  (greedy k-means++ and Lloyd, best of a few restarts where C is
-                 small; :mod:`daskclust.seeding.reduction`). Default: on the
+                 small; :mod:`daskclust.seeding.reduction`). KMeans's default: on the
                  BIRCH grid and the real sets of ``daskclust bench --suite
                  realdata`` Lloyd from it ends below scikit-learn's greedy k-means++.
 ``"afkmc2"``     Bachem et al. 2016 (Forster & Lücke 2018, Exarchakis et al. 2022): Markov chains of length
                  ``chain_length`` over one pass of proposal draws.
-``"k-means++"``  greedy k-means++ (Arthur & Vassilvitskii 2007), exact; two
-                 passes per centre, so only for moderate C.
+``"k-means++"``  greedy k-means++ (Arthur & Vassilvitskii 2007) as scikit-learn
+                 runs it (2 + ln C candidates per centre), on the driver over the
+                 rows the first pass draws: every row while that costs little
+                 (then it is scikit-learn's seeding), else a weighted sample; two
+                 passes whatever C. GaussianMixture's default: a mixture
+                 started from k-means from these seeds reaches scikit-learn's
+                 held-out likelihood, from k-means|| seeds a lower one.
 ``"random"``     C distinct rows drawn in proportion to w.
 array            (C, D) initial centres given by the caller.
 """
@@ -31,7 +36,7 @@ import numpy as np
 
 from ..data.ranges import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
-from .methods import PROBE_ROWS, afkmc2, assign, kmeans_parallel, kmeanspp, random_rows
+from .methods import afkmc2, assign, first_draw_rows, kmeans_parallel, kmeanspp, random_rows
 from .passes import DrawOp, FirstPassOp, RelabelOp
 
 SEEDINGS = {
@@ -44,13 +49,16 @@ SEEDINGS = {
 
 @dataclass
 class SeedResult:
-    """Initial centres (C, D) float64, initial variance, seconds and distance evaluations spent."""
+    """Initial centres (C, D) float64, initial variance, seconds and distance evaluations spent, and
+    the data's variance: the mean over features of sum_n w_n (x_nj - mean_j)^2 / W, from the first
+    pass (None where the rows are not feature vectors: sketches)."""
 
     centres: np.ndarray
     sigma2: float
     seconds: float
     n_distances: int
     method: str
+    data_variance: float | None = None
 
 
 def check_init(init, n_clusters: int, n_features: int | None = None):
@@ -78,7 +86,8 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
     t0 = time.perf_counter()
     data = engine.data
     init = check_init(init, n_clusters, data.n_features)
-    first = engine.map_reduce(FirstPassOp(data.n_chunks, DrawOp(seed, 0, PROBE_ROWS, data.n_features)))
+    draw = DrawOp(seed, 0, first_draw_rows(init, n_clusters, data.n_features, data.n_samples), data.n_features)
+    first = engine.map_reduce(FirstPassOp(data.n_chunks, draw))
     if first["W"].sum() <= 0:
         raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
     check_not_too_small(first["max_abs"][0], data.dtype, data.n_features)
@@ -95,8 +104,9 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
         order = spatial_order(centres)
         engine.map_reduce(RelabelOp(np.argsort(order).astype(np.int32)))
         centres = centres[order]
+    W_all, _, ss = first["moments"]
     return SeedResult(np.ascontiguousarray(centres, dtype=np.float64), sigma2, time.perf_counter() - t0,
-                      int(n_dist), name)
+                      int(n_dist), name, float(ss.mean() / W_all))
 
 
 def spatial_order(centres: np.ndarray, leaf: int = 8) -> np.ndarray:

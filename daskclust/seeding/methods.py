@@ -10,7 +10,7 @@ import numpy as np
 
 from ..kernels.rng import stream_key
 from ..kernels.seeding import afkmc2_chains
-from ..names import STREAM_AFKMC2_CHAINS, STREAM_AFKMC2_SPLIT
+from ..names import STREAM_AFKMC2_CHAINS, STREAM_AFKMC2_SPLIT, STREAM_KMEANSPP
 from .passes import (
     AssignOp,
     BernoulliOp,
@@ -18,14 +18,12 @@ from .passes import (
     MapLabelsOp,
     NearestIndex,
     NearestUpdateOp,
-    PotentialsOp,
     ProposalDrawOp,
     ProposalMassOp,
     keep_drawn,
     pruning_test,
 )
-from .reduction import n_trials as _n_trials
-from .reduction import reduce_candidates
+from .reduction import greedy_kmeanspp, kmeanspp_trials, reduce_candidates
 
 PROBE_ROWS = 256
 """Rows drawn (in proportion to w) to measure whether ball indexes prune on this data."""
@@ -66,25 +64,60 @@ def random_rows(engine, n_clusters: int, *, seed: int, **_):
     return assign(engine, _fill(centres, n_clusters) if len(centres) < n_clusters else centres, seed)
 
 
-def kmeanspp(engine, n_clusters: int, *, seed: int, **_):
-    """Greedy k-means++: per centre one pass to draw 2 + log C candidates in proportion
-    to w d^2 and one pass to evaluate the potential each would give."""
-    D = engine.data.n_features
-    centres = np.empty((n_clusters, D))
-    centres[0] = _draw_first(engine, seed)
-    index = NearestIndex(centres[:1])
-    n_dist = int(engine.map_reduce(NearestUpdateOp(index, 0, reset=True))["n_dist"][0]) + index.n_build
-    trials = _n_trials(n_clusters)
-    for k in range(1, n_clusters):
-        cands = engine.map_reduce(DrawOp(seed, k, trials, D, by_distance=True))["X"]
-        if len(cands) == 0:  # every row already coincides with a centre
-            cands = centres[k - 1 : k]
-        pots = engine.map_reduce(PotentialsOp(cands))
-        centres[k] = cands[int(np.argmin(pots["pot"]))]
-        index = NearestIndex(centres[k : k + 1], k)
-        upd = engine.map_reduce(NearestUpdateOp(index, 0))
-        n_dist += int(pots["n_dist"][0] + upd["n_dist"][0]) + index.n_build
-    return assign(engine, centres, seed, n_dist)
+KMEANSPP_BUDGET = 1 << 29
+"""Driver work of greedy k-means++ on its sample, S C (2 + ln C) D multiply-adds at most (a quarter of
+a second on one core where nothing prunes): every row of data this small, so that the seeding is
+scikit-learn's k-means++ itself (every set of ``../shared/data`` at the C of the realdata suites; at
+C = 500, uci_letter's 18,000 rows give a sample of 8,388); see :func:`kmeanspp_rows`."""
+KMEANSPP_PER_CLUSTER = 16
+"""Rows per cluster the k-means++ sample keeps at least, whatever the budget."""
+KMEANSPP_MAX_VALUES = 1 << 23
+"""Values of the k-means++ sample gathered on the driver at most (64 MiB of float64)."""
+
+
+def kmeanspp_rows(n_clusters: int, n_features: int, n_samples: int) -> int:
+    """Rows greedy k-means++ runs on: all N while S C (2 + ln C) D stays within KMEANSPP_BUDGET,
+    else a sample of S = max(KMEANSPP_PER_CLUSTER C, what the budget allows), never more than
+    KMEANSPP_MAX_VALUES values nor fewer than C rows."""
+    per_row = n_clusters * kmeanspp_trials(n_clusters) * max(1, n_features)
+    rows = max(KMEANSPP_PER_CLUSTER * n_clusters, KMEANSPP_BUDGET // per_row)
+    rows = max(n_clusters, min(rows, KMEANSPP_MAX_VALUES // max(1, n_features)))
+    return min(n_samples, rows)
+
+
+def first_draw_rows(init, n_clusters: int, n_features: int, n_samples: int) -> int:
+    """Rows the first pass of a seeding draws in proportion to w: the k-means++ sample, else the
+    PROBE_ROWS with which k-means|| tests whether ball indexes prune."""
+    if isinstance(init, str) and init == "k-means++":
+        return kmeanspp_rows(n_clusters, n_features, n_samples)
+    return PROBE_ROWS
+
+
+def kmeanspp(engine, n_clusters: int, *, seed: int, probe: dict, **_):
+    """Greedy k-means++ (Arthur & Vassilvitskii 2007 as scikit-learn runs it: the first centre drawn in
+    proportion to w, then per centre 2 + ln C candidates drawn in proportion to w d^2, the one
+    lowering sum w d^2 most kept) on the rows the first pass drew, on the driver; one more pass gives
+    every row its nearest seed.
+
+    The first pass draws :func:`kmeanspp_rows` rows without replacement in proportion to w: every
+    row of data within the budget, with its weight, so that the seeding is scikit-learn's
+    ``kmeans_plusplus`` on the data; beyond it a sample, whose rows, drawn in proportion to w, count
+    alike. Two passes in all, whatever C. The greedy steps go through ball partitions where they
+    prune, matrix products elsewhere (:func:`~daskclust.seeding.reduction.greedy_kmeanspp`).
+    """
+    data = engine.data
+    X = np.ascontiguousarray(probe["X"], dtype=np.float64)
+    every_row = kmeanspp_rows(n_clusters, data.n_features, data.n_samples) >= data.n_samples
+    w = probe["w"] if every_row else np.ones(len(X))  # a sample's rows were drawn in proportion to w
+    if len(X) < n_clusters or len(_distinct(X)) < n_clusters:  # fewer distinct rows than clusters
+        centres, n = _complete(engine, X, n_clusters, seed)
+        return assign(engine, centres, seed, n)
+    dense, n_dist = pruning_test(X, seed)
+    chosen, n = greedy_kmeanspp(X, np.ascontiguousarray(w, dtype=np.float64), n_clusters,
+                                kmeanspp_trials(n_clusters), stream_key(seed, STREAM_KMEANSPP), dense, seed,
+                                exact_tail=0.0)
+    centres, n_fill = _complete(engine, X[chosen], n_clusters, seed)
+    return assign(engine, centres, seed, n_dist + n + n_fill)
 
 
 def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversampling_factor: float = 2.0,

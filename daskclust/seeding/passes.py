@@ -16,7 +16,7 @@ from ..engine.ops import Chunk, add_arrays
 from ..kernels.ballindex import ball_nearest, build_ball_index
 from ..kernels.dense import dense_nearest
 from ..kernels.rng import stream_key
-from ..kernels.seeding import bernoulli_sample, exponential_keys, potentials, uniforms_at, weighted_sum
+from ..kernels.seeding import bernoulli_sample, exponential_keys, uniforms_at, weighted_sum
 from ..kernels.validation import max_abs
 from ..names import (
     STATE_AFKMC2_D2,
@@ -212,24 +212,54 @@ class DrawOp:
 class FirstPassOp:
     """The first pass of every seeding, which also validates every chunk: the total weight
     (row count when unweighted) of each chunk, the largest |x| of the data (checked against
-    underflow on the driver) and a probe of rows drawn with ``draw``."""
+    underflow on the driver), the data's weighted mean and variance per feature (``moments``:
+    weight, mean, sum of squared deviations, merged by Chan et al.'s pairwise formula) and a
+    probe of rows drawn with ``draw``."""
 
     n_chunks: int
     draw: DrawOp
 
     def new_acc(self):
-        return {"W": np.zeros(self.n_chunks), "max_abs": np.zeros(1), "probe": self.draw.new_acc()}
+        D = self.draw.n_features
+        return {"W": np.zeros(self.n_chunks), "max_abs": np.zeros(1), "probe": self.draw.new_acc(),
+                "moments": (0.0, np.zeros(D), np.zeros(D))}
 
     def run(self, chunk: Chunk, acc) -> None:
         acc["W"][chunk.index] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
         acc["max_abs"][0] = max(acc["max_abs"][0], max_abs(chunk.X))
+        acc["moments"] = merge_moments(acc["moments"], chunk_moments(chunk))
         self.draw.run(chunk, acc["probe"])
 
     def merge(self, a, b):
         a["W"] += b["W"]
         a["max_abs"] = np.maximum(a["max_abs"], b["max_abs"])
+        a["moments"] = merge_moments(a["moments"], b["moments"])
         a["probe"] = self.draw.merge(a["probe"], b["probe"])
         return a
+
+
+def chunk_moments(chunk: Chunk) -> tuple[float, np.ndarray, np.ndarray]:
+    """(W, mean, sum_n w_n (x_n - mean)^2) of a chunk's rows, per feature, in float64."""
+    w = chunk_weights(chunk)
+    W = float(w.sum())
+    if W <= 0:
+        return 0.0, np.zeros(chunk.X.shape[1]), np.zeros(chunk.X.shape[1])
+    X = np.asarray(chunk.X, dtype=np.float64)
+    mean = (w @ X) / W
+    return W, mean, w @ (X - mean) ** 2
+
+
+def merge_moments(a: tuple, b: tuple) -> tuple[float, np.ndarray, np.ndarray]:
+    """Moments of the union of two row sets (Chan, Golub & LeVeque's pairwise update)."""
+    wa, ma, sa = a
+    wb, mb, sb = b
+    if wb <= 0:
+        return a
+    if wa <= 0:
+        return b
+    W = wa + wb
+    delta = mb - ma
+    return W, ma + delta * (wb / W), sa + sb + delta**2 * (wa * wb / W)
 
 
 DRAW_MARGIN = 1.0 + 1e-9
@@ -355,22 +385,6 @@ class BernoulliOp:
         acc.update(merge_rows(dict(acc), oversampled_rows(chunk, self.seed, self.step, self.scale)))
 
     merge = staticmethod(merge_rows)
-
-
-@dataclass
-class PotentialsOp:
-    """sum_n w_n min(mind2_n, ||y_n - cand_j||^2) for each candidate j (greedy k-means++)."""
-
-    cands: np.ndarray
-
-    def new_acc(self):
-        return {"pot": np.zeros(len(self.cands)), "n_dist": np.zeros(1)}
-
-    def run(self, chunk: Chunk, acc) -> None:
-        potentials(chunk.X, chunk.w, chunk.state[STATE_MIND2], self.cands, acc["pot"])
-        acc["n_dist"][0] += chunk.n_rows * len(self.cands)
-
-    merge = staticmethod(add_arrays)
 
 
 @dataclass

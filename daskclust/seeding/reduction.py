@@ -56,9 +56,14 @@ again; where C is large the differences average out over the clusters."""
 MAX_RESTARTS = 8
 
 
+def kmeanspp_trials(n_clusters: int) -> int:
+    """scikit-learn's candidates per greedy k-means++ step: 2 + floor(ln C)."""
+    return 2 + int(math.log(n_clusters))
+
+
 def n_trials(n_clusters: int) -> int:
-    """Candidates per greedy k-means++ step: TRIALS_FACTOR (2 + log C)."""
-    return TRIALS_FACTOR * (2 + int(math.log(n_clusters)))
+    """Candidates per greedy k-means++ step of the reduction: TRIALS_FACTOR (2 + ln C)."""
+    return TRIALS_FACTOR * kmeanspp_trials(n_clusters)
 
 
 def n_restarts(n_clusters: int) -> int:

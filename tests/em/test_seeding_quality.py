@@ -8,34 +8,16 @@ import pytest
 
 from daskclust.kernels import ballindex
 from daskclust.kernels.ballindex import build_ball_index, greedy_kmeanspp_balls
-from daskclust.kernels.rng import stream_key, uniform
+from daskclust.kernels.rng import stream_key
 from daskclust.kernels.seeding import weighted_means
 from daskclust.seeding.passes import ball_index_distances, pruning_test
 from daskclust.seeding.reduction import greedy_kmeanspp, n_restarts, reduce_candidates, weighted_lloyd
 
+from reference import reference_greedy
+
 
 def sq_distances(A, B):
     return ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
-
-
-def reference_greedy(P, w, n_clusters, n_trials, key):
-    """scikit-learn's greedy k-means++ (weighted) in plain numpy, drawing with the kernels'
-    counter-based stream: draw 0 picks the first centre in proportion to w, draws
-    1 + (k - 1) n_trials + t the trials of step k in proportion to w d^2."""
-    def draw(u, mass):
-        cum = np.cumsum(mass)
-        return int(np.searchsorted(cum, u * cum[-1], side="right"))
-
-    D2 = sq_distances(P, P)
-    chosen = [draw(uniform(key, 0), w)]
-    d2 = D2[chosen[0]].copy()
-    for k in range(1, n_clusters):
-        trials = [draw(uniform(key, 1 + (k - 1) * n_trials + t), w * d2) for t in range(n_trials)]
-        pots = [(w * np.minimum(d2, D2[t])).sum() for t in trials]
-        best = trials[int(np.argmin(pots))]
-        chosen.append(best)
-        d2 = np.minimum(d2, D2[best])
-    return np.array(chosen)
 
 
 def weighted_points(seed, n=300, dim=2, groups=12):

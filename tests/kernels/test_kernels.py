@@ -18,7 +18,7 @@ from daskclust.kernels.estep import (
     insert_sorted,
 )
 from daskclust.kernels.rng import stream_key, uniform
-from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys, potentials
+from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys
 from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
 from daskclust.models import MeanParams
 
@@ -124,17 +124,6 @@ def test_ball_index_search_is_exact(D):
     ball_nearest(Q, *index, mind2, label)
     np.testing.assert_allclose(mind2, np.minimum(bound, ref.min(1)))
     assert ((label == -1) == (bound <= ref.min(1))).all()
-
-
-def test_potentials():
-    rng = np.random.default_rng(2)
-    X, mind2 = rng.standard_normal((50, 2)), rng.uniform(0, 3, 50)
-    new = rng.standard_normal((3, 2))
-    pot = np.zeros(3)
-    w = rng.uniform(size=50)
-    potentials(X, w, mind2, new, pot)
-    expect = [(w * np.minimum(mind2, sq_distances(X, new[j : j + 1])[:, 0])).sum() for j in range(3)]
-    np.testing.assert_allclose(pot, expect)
 
 
 def test_sampling_kernels_respect_mass():

@@ -296,9 +296,10 @@ def test_every_family_is_registered():
 def test_kmeans_start_is_each_k_means_cluster(client, X, cov_type):
     """init_params="kmeans": each component starts as its cluster of KMeans (same seed): its share of the
     rows, its mean and its covariance + reg_covar (scikit-learn's start). With C = 5 <= the neighbourhood
-    size every row's k-means cluster is its nearest centre, so the clusters are KMeans' labels."""
+    size every row's k-means cluster is its nearest centre, so the clusters are KMeans' labels (KMeans
+    seeded as the mixture is, by k-means++)."""
     C, reg = 5, 1e-3
-    km = daskclust.KMeans(C, random_state=3).fit(X, client=client)
+    km = daskclust.KMeans(C, init="k-means++", random_state=3).fit(X, client=client)
     start = daskclust.GaussianMixture(C, covariance_type=cov_type, random_state=3, reg_covar=reg, max_iter=0,
                                       n_truncated=None).fit(X, client=client)
     labels = km.labels_

@@ -204,10 +204,10 @@ def test_free_energy_never_decreases(client, search, weighted, init_params):
 
 
 def test_kmeans_start_is_the_pooled_covariance_of_the_k_means_clusters(client, X):
-    """init_params="kmeans": weights and means of KMeans' clusters (same seed) and the shared covariance
-    of the rows about their cluster's mean, + reg_covar (scikit-learn's tied start)."""
+    """init_params="kmeans": weights and means of KMeans' clusters (same seed and seeding) and the shared
+    covariance of the rows about their cluster's mean, + reg_covar (scikit-learn's tied start)."""
     C, reg = 5, 1e-3
-    km = daskclust.KMeans(C, random_state=3).fit(X, client=client)
+    km = daskclust.KMeans(C, init="k-means++", random_state=3).fit(X, client=client)
     start = daskclust.GaussianMixture(C, covariance_type="tied", random_state=3, reg_covar=reg, max_iter=0,
                                       n_truncated=None).fit(X, client=client)
     labels = km.labels_
