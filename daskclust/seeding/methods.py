@@ -109,7 +109,7 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, probe: dict, **_):
     X = np.ascontiguousarray(probe["X"], dtype=np.float64)
     every_row = kmeanspp_rows(n_clusters, data.n_features, data.n_samples) >= data.n_samples
     w = probe["w"] if every_row else np.ones(len(X))  # a sample's rows were drawn in proportion to w
-    if len(X) < n_clusters or len(_distinct(X)) < n_clusters:  # fewer distinct rows than clusters
+    if len(X) < n_clusters:  # fewer rows of positive weight than clusters
         centres, n = _complete(engine, X, n_clusters, seed)
         return assign(engine, centres, seed, n)
     dense, n_dist = pruning_test(X, seed)
