@@ -17,7 +17,7 @@ def load(path, *, storage_options=None):
     parameters that do not match the arrays).
     """
     from .estimators.registry import from_stored
-    from .store import load_model
+    from .persistence.model import load_model
 
     return from_stored(load_model(path, storage_options=storage_options), repr(path))
 

@@ -33,17 +33,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from typing import Any
 
 import dask.array as da
 import numpy as np
-import zarr
-from zarr.errors import ContainsArrayError
 
 from .data.chunking import default_chunk_rows
-from .errors import InvalidDataError, InvalidParameterError
-from .io import ARRAY_CONFIG, Location, writing
+from .errors import InvalidParameterError
+from .persistence.dataset import read_dataset, write_dataset
 from .versions import __version__
 
 #: Distance between neighbouring BIRCH grid centres.
@@ -54,7 +51,6 @@ BLOBS_BOX = (-10.0, 10.0)
 _NN_BLOCK_ELEMENTS = 2**22  # distances held at once while measuring the blobs centres
 _DATA_DTYPES = (np.dtype("float32"), np.dtype("float64"))
 
-ChunkMaker = Callable[[int, int, int], tuple[np.ndarray, np.ndarray]]
 
 
 def birch_grid_centres(n_clusters: int) -> np.ndarray:
@@ -94,7 +90,7 @@ def make_birch(
     dtype: str | np.dtype = "float64",
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> zarr.Group:
+):
     """Write the BIRCH grid data set to a zarr group.
 
     Cluster ``c`` has ``points_per_cluster`` points
@@ -172,7 +168,7 @@ def make_birch(
         "seed": seed,
         "daskclust_version": __version__,
     }
-    return _write_dataset(
+    return write_dataset(
         path, centres, n_samples, chunk_rows, dtype, make_chunk, attrs, overwrite, storage_options
     )
 
@@ -190,7 +186,7 @@ def make_blobs(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
     compression: str | None = "zstd",
-) -> zarr.Group:
+):
     """Write isotropic Gaussian blobs to a zarr group.
 
     The C centres are drawn uniformly in a hypercube; each row picks a
@@ -295,7 +291,7 @@ def make_blobs(
         "seed": seed,
         "daskclust_version": __version__,
     }
-    return _write_dataset(
+    return write_dataset(
         path, centres, n_samples, chunk_rows, dtype, make_chunk, attrs, overwrite, storage_options, compression
     )
 
@@ -329,88 +325,7 @@ def open_dataset(
     InvalidDataError
         If ``path`` holds no zarr group or the group has no array ``X``.
     """
-    try:
-        group = zarr.open_group(os.fspath(path), mode="r", **_fsspec_kwargs(storage_options))
-    except (FileNotFoundError, ContainsArrayError) as exc:
-        raise InvalidDataError(f"no zarr group found at {os.fspath(path)!r}") from exc
-    if "X" not in group:
-        raise InvalidDataError(f"the zarr group at {os.fspath(path)!r} has no array 'X'")
-    labels = da.from_zarr(group["labels"]) if "labels" in group else None
-    centers = group["centers"][...] if "centers" in group else None
-    return da.from_zarr(group["X"]), labels, centers
-
-
-def _write_dataset(
-    path: str | os.PathLike,
-    centres: np.ndarray,
-    n_samples: int,
-    chunk_rows: int,
-    dtype: np.dtype,
-    make_chunk: ChunkMaker,
-    attrs: dict[str, Any],
-    overwrite: bool,
-    storage_options: dict[str, Any] | None,
-    compression: str | None = "zstd",
-) -> zarr.Group:
-    """Create the group at ``path`` and fill it chunk by chunk.
-
-    ``make_chunk(k, start, stop)`` returns the rows ``[start, stop)`` of ``X``
-    and ``labels`` for chunk ``k``. Written as a daskclust ``"dataset"`` store
-    (:func:`daskclust.io.writing`: only a data set daskclust made is replaced,
-    with ``overwrite``; a local store is written beside the target and swapped
-    in when complete, and nothing is left behind if anything fails).
-    """
-    location = Location.parse(path, storage_options)
-    with writing(location, "dataset", overwrite=overwrite) as target:
-        group = zarr.open_group(target.url, mode="w", **target.zarr_kwargs)
-        x_array, label_array = _create_arrays(group, centres, n_samples, chunk_rows, dtype, compression)
-        for k, start in enumerate(range(0, n_samples, chunk_rows)):
-            stop = min(start + chunk_rows, n_samples)
-            x_array[start:stop], label_array[start:stop] = make_chunk(k, start, stop)
-        group.update_attributes(attrs)
-    return zarr.open_group(location.url, mode="r", **location.zarr_kwargs)
-
-
-def _create_arrays(
-    group: zarr.Group, centres: np.ndarray, n_samples: int, chunk_rows: int, dtype: np.dtype, compression: str | None
-) -> tuple[zarr.Array, zarr.Array]:
-    """Create ``X``, ``labels`` and ``centers`` in ``group``; write ``centers``."""
-    n_clusters, n_features = centres.shape
-    compressors = zarr.codecs.ZstdCodec(level=3)
-    x_array = group.create_array(
-        "X",
-        shape=(n_samples, n_features),
-        chunks=(chunk_rows, n_features),
-        dtype=dtype,
-        compressors=compressors if compression == "zstd" else None,
-        dimension_names=("sample", "feature"),
-        config=ARRAY_CONFIG,
-    )
-    label_array = group.create_array(
-        "labels",
-        shape=(n_samples,),
-        chunks=(chunk_rows,),
-        dtype=np.int32,
-        compressors=compressors,
-        dimension_names=("sample",),
-        config=ARRAY_CONFIG,
-    )
-    centre_array = group.create_array(
-        "centers",
-        shape=(n_clusters, n_features),
-        chunks=(n_clusters, n_features),
-        dtype=np.float64,
-        compressors=compressors,
-        dimension_names=("cluster", "feature"),
-        config=ARRAY_CONFIG,
-    )
-    centre_array[...] = centres
-    return x_array, label_array
-
-
-def _fsspec_kwargs(storage_options: dict[str, Any] | None) -> dict[str, Any]:
-    """``storage_options`` for zarr, which rejects them (even empty) for local paths."""
-    return {} if storage_options is None else {"storage_options": storage_options}
+    return read_dataset(path, storage_options)
 
 
 def _mean_nearest_distance(points: np.ndarray) -> float:

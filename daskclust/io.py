@@ -154,6 +154,19 @@ def source_location(X: Any) -> Location | None:
     return None
 
 
+def describe_source(X: Any) -> dict | None:
+    """Where the data ``X`` live, as checkpoints and models record it (for ``daskclust fit --resume``):
+    ``{"url", "array"}`` for a path or URL or a zarr array on a file system (local paths absolute),
+    None for data in memory."""
+    if isinstance(X, (str, os.PathLike)):
+        return {"url": Location.parse(X).url, "array": None}
+    if isinstance(X, zarr.Array):
+        root = store_root(X)
+        if root is not None:
+            return {"url": root.url, "array": X.path or None}
+    return None
+
+
 def input_store(X: Any) -> Location | None:
     """The whole store the data ``X`` are read from: the path or URL given, or the root of a zarr
     array's store, widened to the outermost zarr group enclosing it (an array opened at its own path

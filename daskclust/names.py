@@ -35,6 +35,12 @@ STATE_CELL_FRONTIER = "cell_frontier"
 STATE_CELL_K = "cell_K"
 """Cell EM: each frontier cell's truncated set K(A), (cells, C') int32."""
 
+# -- the data's fingerprint -----------------------------------------------------------------
+FINGERPRINT_CONTENT = "content"
+"""Key of the data's content fingerprint (:meth:`daskclust.engine.Engine.content_fingerprint`) in its
+fingerprint (:meth:`daskclust.data.ChunkedData.fingerprint`): added once a fit has read the data, before
+anything derived from them (checkpoint, tree store, model) is saved."""
+
 # -- random streams ------------------------------------------------------------------------
 STREAM_DRAW = 11
 """Seeding: rows drawn in proportion to a mass (exponential keys), per step and chunk."""

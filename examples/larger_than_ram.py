@@ -23,8 +23,8 @@ import fsspec
 import numpy as np
 
 import daskclust
-from daskclust.checkpoint import list_checkpoints
 from daskclust.datasets import make_blobs
+from daskclust.persistence.checkpoint import list_checkpoints
 
 SMALL = os.environ.get("DASKCLUST_EXAMPLE_SMALL") == "1"
 N, D, C = (40_000, 8, 32) if SMALL else (2_000_000, 16, 256)

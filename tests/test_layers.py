@@ -18,11 +18,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daskclust"
 LAYERS = (
     ("errors", "names", "display", "versions"),
     ("kernels", "io"),
-    ("data", "models", "store"),
+    ("data", "models", "persistence"),
     ("engine", "report", "datasets"),
     ("search", "seeding"),
     ("em", "transforms"),
-    ("checkpoint",),
     ("fit",),
     ("estimators",),
     ("__init__",),
@@ -160,6 +159,41 @@ def test_the_checks_see_an_uphill_import_and_a_circle(monkeypatch):
         test_imports_run_downhill_only()
     with pytest.raises(AssertionError, match="daskclust.engine.engine"):
         test_no_circles_of_modules()
+
+
+STORE_MODULES = ("daskclust.io", "daskclust.data.sources", "daskclust.persistence")
+"""The only modules that call zarr: the rules of every writer, the reading of users' inputs, and the
+persistence package that owns every store daskclust writes."""
+
+
+def zarr_importers() -> list[str]:
+    """Where a module outside :data:`STORE_MODULES` imports zarr (path:line)."""
+    found = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if any(name.split(".")[0] == "zarr" for name in names) and not module.startswith(STORE_MODULES):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    return found
+
+
+def test_only_the_store_modules_call_zarr():
+    offending = zarr_importers()
+    assert not offending, "zarr imported outside io.py, data/sources.py and persistence/:\n" + "\n".join(offending)
+
+
+def test_the_zarr_check_sees_an_import(monkeypatch):
+    """The rule is not vacuous: a search module importing zarr is caught."""
+    target = PACKAGE / "search" / "pairs.py"
+    original = Path.read_text
+
+    def read_text(self, encoding=None):
+        text = original(self, encoding=encoding)
+        return text + "\nimport zarr\n" if self == target else text
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    assert zarr_importers() == [f"daskclust/search/pairs.py:{len(original(target).splitlines()) + 2}"]
 
 
 def test_no_test_module_imports_another():

@@ -65,12 +65,12 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import zarr
 
 from .. import CellGaussianMixture, GaussianMixture, KMeans
+from ..data import open_zarr_array
 from ..data.chunking import default_chunk_rows
-from ..datasets import _write_dataset
 from ..io import Location, is_complete
+from ..persistence.dataset import write_dataset
 from .outofcore import bench_dir
 from .runner import Table
 
@@ -172,7 +172,7 @@ def training_data(mixture, n: int, seed: int = SEED):
         attrs = {"generator": "cells c-separated mixture", "n_samples": n, "n_features": d, "n_clusters": k,
                  "separation": SEPARATION, "seed": seed, "weights": weights.tolist(),
                  "covariances": covariances.tolist()}
-        _write_dataset(path, means, n, chunk_rows(n, d), np.dtype(np.float64), make_chunk, attrs, True, None, None)
+        write_dataset(path, means, n, chunk_rows(n, d), np.dtype(np.float64), make_chunk, attrs, True, None, None)
     return str(path / "X")
 
 
@@ -299,7 +299,7 @@ def sklearn_comparison(client) -> dict:
     n = SKLEARN_N
     mixture = separated_mixture(d, k)
     data = training_data(mixture, n)
-    X = data if isinstance(data, np.ndarray) else np.asarray(zarr.open_array(data, mode="r")[:])
+    X = data if isinstance(data, np.ndarray) else np.asarray(open_zarr_array(data)[:])
     test = test_data(mixture)
     say(f"scikit-learn comparison, N = {n:,}, d = {d}, k = {k}")
     init, seeding = initial_params(client, X, n, d, k, None)

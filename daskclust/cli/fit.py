@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-import zarr
-
+from ..data.sources import open_beside
 from ..errors import CheckpointError, InvalidParameterError
 from .arguments import add_cluster_arguments, add_data_arguments, add_output_arguments
 from .config import option_kinds, read_config
@@ -89,7 +88,7 @@ def run_fit(args: argparse.Namespace) -> int:
     """Fit the estimator the settings describe, or resume a checkpoint's fit, and save the model."""
     from ..engine.cluster import security_from_files
     from ..io import Location, input_stores
-    from ..store import check_model_target
+    from ..persistence.model import check_model_target
     from ..transforms import SketchedData
 
     values, origins = fit_settings(args)
@@ -152,9 +151,9 @@ def new_fit(run: dict, algorithm: str, values: dict, origins: dict, runtime: dic
 def resumed_fit(run: dict, algorithm: str | None, values: dict, origins: dict, runtime: dict):
     """The estimator, data and weights of the checkpoint ``run["resume"]``, with the few settings a
     resumed fit may change (:data:`RESUMABLE`)."""
-    from ..checkpoint import load as load_checkpoint
     from ..data import open_zarr_array
     from ..estimators.registry import ESTIMATORS
+    from ..persistence.checkpoint import read_checkpoint
 
     if "array" in run and "data" not in run:
         raise InvalidParameterError(f"{origins['array']} names an array of DATA: without DATA, --resume reads the "
@@ -164,7 +163,7 @@ def resumed_fit(run: dict, algorithm: str | None, values: dict, origins: dict, r
         allowed = ", ".join(estimator_options()[name].flags[0] for name in RESUMABLE)
         raise InvalidParameterError(f"{origins[changed[0]]}: --resume continues the checkpoint's fit with its "
                                     f"estimator and parameters; only {allowed} may change")
-    meta = load_checkpoint(run["resume"]).meta
+    meta = read_checkpoint(run["resume"]).meta
     cls = ESTIMATORS.get(meta["kind"])
     if cls is None:
         raise CheckpointError(f"{run['resume']} is a checkpoint of an unknown estimator {meta['kind']!r}")
@@ -234,18 +233,3 @@ def open_data(url: str, array: str | None):
     if store_kind(Location.parse(url)) == "sketch":
         return SketchedData.open(url)
     return open_zarr_array(url, array)
-
-
-def open_beside(spec: str, data_url: str | None, ndim: int) -> zarr.Array:
-    """``spec`` as an array of DATA's zarr group when the group holds it, else as a zarr store path or
-    URL (its ``ndim``-D array when a group)."""
-    from ..data import open_zarr_array
-    from ..io import Location
-
-    if data_url is not None:
-        location = Location.parse(data_url)
-        node = zarr.open(store=location.url, mode="r", **location.zarr_kwargs)
-        if isinstance(node, zarr.Group) and spec in node:
-            return open_zarr_array(data_url, spec, ndim=ndim)
-    return open_zarr_array(spec, ndim=ndim)
-

@@ -23,7 +23,7 @@ def add_info_parser(sub) -> None:
 def run_info(args: argparse.Namespace) -> int:
     """Print the description of the model at ``args.model``."""
     from ..estimators.registry import from_stored
-    from ..store import load_model
+    from ..persistence.model import load_model
 
     stored = load_model(args.model)
     summary = describe(stored, from_stored(stored, repr(args.model)))
@@ -35,7 +35,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def describe(stored, model) -> dict:
-    """What ``daskclust info`` reports of a :class:`~daskclust.store.StoredModel` and its fitted estimator."""
+    """What ``daskclust info`` reports of a :class:`~daskclust.persistence.model.StoredModel` and its fitted estimator."""
     last = model.history_[-1] if model.history_ else {}
     versions = stored.versions or {}
     return {

@@ -70,6 +70,18 @@ class ChunkedData:
         extra = 8 * self.n_samples if self.weights is not None else 0
         return int(self.X.nbytes) + extra
 
+    def fingerprint(self) -> dict:
+        """What must match, before any work, for a store derived from these data (checkpoint, tree
+        store) to be used with them: shape, dtype, chunking, weights. The content is compared once
+        the data are read (:data:`daskclust.names.FINGERPRINT_CONTENT`)."""
+        return {
+            "n_samples": self.n_samples,
+            "n_features": self.n_features,
+            "dtype": str(self.dtype),
+            "bounds": [int(b) for b in self.bounds],
+            "weighted": self.weights is not None,
+        }
+
     @property
     def lazy(self) -> bool:
         """True when outputs should be lazy dask arrays: the rows are not a numpy array in memory

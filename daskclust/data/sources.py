@@ -136,6 +136,18 @@ def open_zarr_array(
     )
 
 
+def open_beside(spec: str, data_url: str | None, ndim: int) -> zarr.Array:
+    """``spec`` as an array of the zarr group at ``data_url`` when that group holds it (the command
+    line's ``--sample-weight w`` beside DATA), else as a zarr store path or URL (its ``ndim``-D array
+    when a group)."""
+    if data_url is not None:
+        location = Location.parse(data_url)
+        node = zarr.open(store=location.url, mode="r", **location.zarr_kwargs)
+        if isinstance(node, zarr.Group) and spec in node:
+            return open_zarr_array(data_url, spec, ndim=ndim)
+    return open_zarr_array(spec, ndim=ndim)
+
+
 def as_dask(obj: Any, array: str | None = None, storage_options: dict | None = None):
     """Return ``(dask_array, source_array, kind, input_kind)`` for any supported input.
 

@@ -20,16 +20,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import zarr
 
 from ..engine.ops import Chunk
 from ..errors import InvalidDataError, InvalidParameterError
-from ..io import Location, check_target, is_complete, mark, read_root_attrs, writing
+from ..io import Location
 from ..kernels import kdtree
 from ..kernels.estep import NDIST_POINTS
 from ..kernels.infer import top_components
 from ..kernels.rng import stream_key
 from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_SEED_LABEL, STREAM_ESTEP
+from ..persistence.trees import tree_record, write_tree_store
 from .estep_op import EStepOp
 from .loop import EMResult, EMSettings, LoopState, run_em
 from .stored_state import restore_states
@@ -230,8 +230,8 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
     trees of other data there are refused, never replaced)."""
     meta = {"data": fingerprint, "leaf_size": refine.leaf_size, "full": full}
     depth = initial_depth(refine, n_components, engine.data.n_chunks)
-    if store is not None and is_complete(store):
-        found = (read_root_attrs(store) or {}).get("daskclust_trees")
+    stored, found = tree_record(store) if store is not None else (False, None)
+    if stored:
         if found != meta:
             raise InvalidParameterError(f"the tree store {store} holds trees of other data or settings: "
                                         f"{_differences(found, meta)}; choose another tree_store")
@@ -241,11 +241,7 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
     with engine.phase("kd-trees"):
         built = engine.map_reduce(BuildCellsOp(refine.leaf_size, full, depth))
     if store is not None:
-        check_target(store, "trees")
-        with writing(store, "trees", checked=True) as target:
-            zarr.open_group(target.url, mode="w", **target.zarr_kwargs)
-            engine.save_state(target.url)
-            mark(target, "trees", complete=False, extra={"daskclust_trees": meta})
+        write_tree_store(store, meta, engine.save_state)
     return built
 
 

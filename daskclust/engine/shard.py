@@ -22,7 +22,7 @@ import numpy as np
 from ..data import BlockSource
 from ..data.ranges import rows_problem, weights_problem
 from ..errors import InvalidDataError
-from ..io import ARRAY_CONFIG, missing_chunks
+from ..persistence.chunk_states import PERM, read_state, write_state
 from .cluster import WorkerWatch
 from .events import ChunkEvents
 from .ops import Chunk, ChunkOp
@@ -248,43 +248,24 @@ class Shard:
         return acc
 
     # ------------------------------------------------------------------ state on disk
-    def _chunk_group(self, url: str, slot: _Slot, mode: str):
-        import zarr
-
-        return zarr.open_group(f"{url.rstrip('/')}/chunks/{slot.index:06d}", mode=mode)
-
     def _state_in(self, slot: _Slot) -> None:
         if self._state_store is None or slot.state:
             return
-        try:
-            group = self._chunk_group(self._state_store, slot, "r")
-        except FileNotFoundError:
-            return  # nothing stored yet for this chunk
-        slot.state.update({name: array[:] for name, array in group.arrays()})
+        slot.state.update(read_state(self._state_store, slot.index, check=False) or {})  # none stored yet: {}
 
     def _state_out(self, slot: _Slot) -> None:
         if self._state_store is None:
             return
-        self._write_state(self._state_store, slot, slot.state)
+        write_state(self._state_store, slot.index, slot.state)
         slot.state.clear()
 
-    def _write_state(self, url: str, slot: _Slot, arrays: dict[str, np.ndarray]) -> None:
-        """Write the chunk's state arrays, then (last) the list of them, by which a reader
-        tells a whole state from one interrupted or damaged (see ``checkpoint._verify``)."""
-        group = self._chunk_group(url, slot, "w")
-        for name, value in arrays.items():
-            group.create_array(name, data=np.ascontiguousarray(value), config=ARRAY_CONFIG)
-        group.attrs["arrays"] = sorted(arrays)
-
     def save_state(self, url: str) -> int:
-        """Write every chunk's per-row state and row order under ``url``/chunks (checkpoints).
-
-        Returns the number of chunks written.
-        """
+        """Write every chunk's per-row state and row order under ``url`` (checkpoints, tree stores;
+        :mod:`daskclust.persistence.chunk_states`). Returns the number of chunks written."""
         def write(slot):
             self._state_in(slot)
             perm = slot.perm if slot.perm is not None else np.arange(slot.stop - slot.start, dtype=np.int32)
-            self._write_state(url, slot, {**slot.state, "__perm__": perm})
+            write_state(url, slot.index, {**slot.state, PERM: perm})
             if self._state_store is not None:
                 slot.state.clear()
 
@@ -292,17 +273,15 @@ class Shard:
         return len(self._slots)
 
     def load_state(self, url: str) -> int:
-        """Restore every chunk's per-row state and row order from ``url``/chunks (resume)."""
+        """Restore every chunk's per-row state and row order from ``url`` (resume, tree stores)."""
         def read(slot):
-            group = self._chunk_group(url, slot, "r")
-            stored = dict(group.arrays())
-            damaged = sorted(name for name, array in stored.items() if missing_chunks(array))
-            if damaged:
-                raise ValueError(f"the state of chunk {slot.index} has missing chunks in {', '.join(damaged)}")
-            arrays = {name: array[...] for name, array in stored.items()}
-            perm = arrays.pop("__perm__")
+            arrays = read_state(url, slot.index)
+            if arrays is None:
+                raise ValueError(f"the state of chunk {slot.index} is missing")
+            perm = arrays.pop(PERM, None)
             n = slot.stop - slot.start
-            if perm.dtype.kind not in "iu" or perm.shape != (n,) or not np.array_equal(np.sort(perm), np.arange(n)):
+            if perm is None or perm.dtype.kind not in "iu" or perm.shape != (n,) \
+                    or not np.array_equal(np.sort(perm), np.arange(n)):
                 raise ValueError(f"the row order of chunk {slot.index} is not a permutation of its {n} rows")
             slot.perm = None if np.array_equal(perm, np.arange(len(perm))) else perm
             if slot.X is not None and slot.perm is not None:

@@ -24,14 +24,14 @@ from functools import partial
 import dask.array as da
 import numpy as np
 import xarray as xr
-import zarr
 
 from ..data import ChunkedData, as_chunked_data
 from ..data.ranges import rows_problem
 from ..display import optional_bar
 from ..engine.cluster import WorkerWatch, active_client, scheduler_workers
 from ..errors import ClusterError, InvalidDataError, WorkerLost
-from ..io import ARRAY_CONFIG, Location, check_target, check_workers_see, input_stores, source_location, writing
+from ..io import Location, check_target, check_workers_see, input_stores, source_location, writing
+from ..persistence.outputs import create_output, open_output
 
 ROW_BLOCK = 65536
 
@@ -123,8 +123,9 @@ def _apply_lazy(data: ChunkedData, block_fn, width, dtype) -> da.Array:
 
 
 def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, kind: str,
-               source: Location | None = None, progress: bool = False) -> zarr.Array:
-    """Apply ``block_fn`` to every span of rows and write the result to a ``kind`` store at ``location``.
+               source: Location | None = None, progress: bool = False):
+    """Apply ``block_fn`` to every span of rows and write the result to a ``kind`` store at ``location``
+    (:mod:`daskclust.persistence.outputs`); returns the stored ``zarr.Array``.
 
     The output is chunked in spans of the data's largest chunk, each written
     by one task, so no two tasks write to one zarr chunk. A task meeting a
@@ -141,9 +142,7 @@ def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, ki
     client = active_client() if data.source.kind != "numpy" else None
     with writing(location, kind, checked=True) as target, \
             optional_bar(progress, f"writing {kind}", len(spans), unit="span", leave=True) as shown:
-        store = zarr.create_array(target.url, shape=shape, chunks=(rows,) + shape[1:], dtype=dtype,
-                                  overwrite=True, config=ARRAY_CONFIG, attributes={"daskclust_write": uuid.uuid4().hex},
-                                  **target.zarr_kwargs)
+        store = create_output(target, shape, rows, dtype)
         task = partial(_write_span, data.source, store, block_fn)
         if client is not None:
             seen = [target] + ([source] if source is not None and data.source.kind == "zarr" else [])
@@ -154,10 +153,10 @@ def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, ki
         problems = [problem for problem in status if problem]
         if problems:
             raise InvalidDataError(problems[0])  # the spans' order: the first rows refused
-    return zarr.open_array(location.url, mode="r", **location.zarr_kwargs)
+    return open_output(location)
 
 
-def _write_span(source, store: zarr.Array, block_fn, start: int, stop: int) -> str | None:
+def _write_span(source, store, block_fn, start: int, stop: int) -> str | None:
     """Write ``block_fn`` of rows ``[start, stop)``; or, without writing, why the rows cannot be scored
     (:func:`block_problem`)."""
     block = source.read(start, stop)

@@ -10,12 +10,12 @@ import os
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ..checkpoint import RUNTIME_PARAMS
 from ..data import as_chunked_data
-from ..errors import InvalidParameterError, ModelStoreError, NotFittedError
-from ..fit import FitResult, FitSpec, FitSteps, Progress, check_coreset_fit, describe_source, fit, plan_fit
-from ..io import Location
+from ..errors import InvalidParameterError, NotFittedError
+from ..fit import FitResult, FitSpec, FitSteps, Progress, check_coreset_fit, fit, plan_fit
+from ..io import Location, describe_source
 from ..models import Family, Params
+from ..persistence import RUNTIME_PARAMS
 from ..seeding import check_init
 from ..seeding.passes import NearestIndex
 from .apply import apply_rows
@@ -149,7 +149,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         checkpoint : str or PathLike, optional
             Directory (local or URL every worker reaches) where the fit saves a
             checkpoint every ``checkpoint_every`` iterations (see
-            :mod:`daskclust.checkpoint`); a lost worker then costs at most
+            :mod:`daskclust.persistence.checkpoint`); a lost worker then costs at most
             that many iterations. Needs ``n_init=1``: a checkpoint holds one run;
             and ``coreset=None``: checkpoints are for fits on the full data.
         resume : str or PathLike, optional
@@ -307,39 +307,16 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     def save(self, path, *, overwrite: bool = False, storage_options: dict | None = None) -> None:
         """Store parameters, configuration and history as an xarray Dataset in zarr.
 
-        ``path`` becomes a daskclust model store (see :mod:`daskclust.store`);
+        ``path`` becomes a daskclust model store (see :mod:`daskclust.persistence.model`);
         an existing model there is replaced only with ``overwrite``, anything
         else never. Runtime settings (scheduler, state store, callback,
         verbosity) are not saved.
         """
-        from ..store import StoredModel, save_model
+        from ..persistence.model import save_model
+        from .stored import to_stored
 
         self._check_fitted()
-        params = self._model()
-        arrays = {"centres": params.means, "weights": params.weights, "covariances": params.covariances}
-        sizes = getattr(self, "cluster_sizes_", None)  # None: loaded from a model saved before they were stored
-        if sizes is not None:
-            arrays["cluster_sizes"] = sizes
-        scalars = {name: _number(getattr(self, name + "_")) for name in _SCALARS}
-        arrays.update(self._stored_arrays())
-        scalars.update(self._stored_scalars())
-        coreset = getattr(self, "coreset_", None) or {}
-        scalars.update({f"coreset_{key}": coreset[key] for key in _CORESET_SCALARS if key in coreset})
-        model = StoredModel(type(self).__name__, self.model_params(), arrays, scalars, list(self.history_),
-                            data=getattr(self, "training_data_", None))
-        save_model(path, model, overwrite=overwrite, storage_options=storage_options)
-
-
-_SCALARS = ("sigma2", "n_iter", "converged", "inertia", "n_features_in", "seed", "seeding_time",
-            "seeding_distances", "fit_time")
-_CORESET_SCALARS = ("size", "seconds", "n_distances", "total_weight", "assignment_distances")
-"""``coreset_``'s figures, saved as the scalars ``coreset_<name>`` by a coreset fit (optional: a model
-stored without them loads with ``coreset_ = None``)."""
-
-
-def _number(value):
-    """Scalars as stored: bools as 0/1 (the store keeps numbers only)."""
-    return int(value) if isinstance(value, (bool, np.bool_)) else value
+        save_model(path, to_stored(self), overwrite=overwrite, storage_options=storage_options)
 
 
 def _jsonable(value):
@@ -350,70 +327,3 @@ def _jsonable(value):
     if callable(value) or isinstance(value, (np.random.RandomState, np.random.Generator)):
         return None
     return value
-
-
-def restore(cls: type[TruncatedEMEstimator], stored, where: str) -> TruncatedEMEstimator:
-    """A fitted ``cls`` from a :class:`~daskclust.store.StoredModel`, after checking it makes a usable model.
-
-    Runtime parameters found in the store are ignored; ``training_data_`` is the
-    store's record of the training data (None when not recorded). Raises
-    :class:`ModelStoreError` (naming ``where``) for unknown parameters, centres
-    that are not a finite (C, D) array matching the parameters, or missing or
-    non-finite scalars.
-    """
-    params, arrays, scalars = stored.params, stored.arrays, stored.scalars
-    kept = {k: v for k, v in params.items() if k not in RUNTIME_PARAMS}
-    unknown = sorted(set(kept) - set(cls._param_names()))
-    if unknown:
-        raise ModelStoreError(f"{where} is a damaged model: unknown parameters {unknown}")
-    estimator = cls(**kept)
-    try:
-        estimator._validate_params()
-    except Exception as exc:  # noqa: BLE001 - a stored parameter out of range: damage, not user error
-        raise ModelStoreError(f"{where} is a damaged model: {exc}") from exc
-    centres = np.asarray(arrays.get("centres"))
-    if centres.ndim != 2 or centres.dtype.kind != "f" or not np.all(np.isfinite(centres)):
-        raise ModelStoreError(f"{where} is a damaged model: its centres are not a finite 2-D float array")
-    C, D = centres.shape
-    if C != estimator._n_clusters() and not estimator.variable_components:
-        raise ModelStoreError(f"{where} is a damaged model: {C} centres for {estimator._n_clusters()} clusters")
-    family = estimator._family()
-    missing = [name for name in ("weights", "covariances") if name not in arrays]
-    if missing:
-        raise ModelStoreError(f"{where} is a damaged model: arrays missing {missing}")
-    fitted = Params(np.asarray(centres, dtype=np.float64), np.asarray(arrays["weights"]),
-                    np.asarray(arrays["covariances"]))
-    problem = family.params_problem(fitted, C, D)
-    if problem:
-        raise ModelStoreError(f"{where} is a damaged model: {problem} (a model of {C} {family.name} components "
-                              f"in {D} dimensions)")
-    missing = [name for name in _SCALARS if name not in scalars]
-    bad = [name for name in _SCALARS if name in scalars and not np.isfinite(scalars[name])]
-    if missing or bad:
-        raise ModelStoreError(f"{where} is a damaged model: scalars missing {missing} or not finite {bad}")
-    if scalars["n_features_in"] != D or scalars["sigma2"] < 0:
-        raise ModelStoreError(f"{where} is a damaged model: n_features_in or sigma2 inconsistent with the centres")
-    estimator._set_model(Params(*(np.asarray(a, dtype=np.float64) for a in fitted.arrays().values())))
-    for name in _SCALARS:
-        setattr(estimator, name + "_", scalars[name])
-    estimator.converged_ = bool(estimator.converged_)
-    coreset = {key: scalars.get(f"coreset_{key}") for key in _CORESET_SCALARS}
-    complete = all(isinstance(v, (int, float)) and np.isfinite(v) for v in coreset.values())
-    estimator.coreset_ = coreset if complete else None  # informative only: incomplete figures are dropped
-    estimator.history_ = list(stored.history)
-    estimator.training_data_ = stored.data
-    estimator.cluster_sizes_ = _cluster_sizes(arrays, C, where)
-    estimator._restore_stored(arrays, scalars, where)
-    return estimator
-
-
-def _cluster_sizes(arrays: dict, n_clusters: int, where: str) -> np.ndarray | None:
-    """The stored ``cluster_sizes`` (C finite non-negative numbers), or None for a model saved before
-    they were stored; :class:`ModelStoreError` when present but not such an array."""
-    if "cluster_sizes" not in arrays:
-        return None
-    sizes = np.asarray(arrays["cluster_sizes"])
-    if sizes.shape != (n_clusters,) or sizes.dtype.kind != "f" or not np.all(np.isfinite(sizes)) or np.any(sizes < 0):
-        raise ModelStoreError(f"{where} is a damaged model: its cluster_sizes are not {n_clusters} finite "
-                              "non-negative numbers")
-    return sizes

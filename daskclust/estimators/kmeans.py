@@ -156,7 +156,7 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     training_data_ : dict or None
         What the fit saw: ``source`` and ``weights``, where the rows and weights were stored
         (``{"url", "array"}``, None in memory), and ``fingerprint``, their shape, dtype, chunk
-        bounds and whether weighted (:func:`daskclust.checkpoint.data_fingerprint`). Saved with
+        bounds and whether weighted (:meth:`daskclust.data.ChunkedData.fingerprint`). Saved with
         the model; None for a model saved before it was recorded.
     """
 

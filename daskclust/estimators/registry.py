@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from ..errors import ModelStoreError
-from .base import TruncatedEMEstimator, restore
+from .base import TruncatedEMEstimator
 from .cell_mixtures import CellGaussianMixture, GreedyGaussianMixture
 from .gaussian_mixture import GaussianMixture
 from .kmeans import KMeans
 from .sketched import SketchedGaussianMixture
+from .stored import restore
 
 ESTIMATORS: dict[str, type[TruncatedEMEstimator]] = {
     cls.__name__: cls
@@ -17,7 +18,7 @@ ESTIMATORS: dict[str, type[TruncatedEMEstimator]] = {
 
 
 def from_stored(stored, where: str) -> TruncatedEMEstimator:
-    """The fitted estimator of a :class:`~daskclust.store.StoredModel` (:func:`~daskclust.estimators.base.restore`);
+    """The fitted estimator of a :class:`~daskclust.persistence.model.StoredModel` (:func:`~daskclust.estimators.stored.restore`);
     a kind no estimator has is a :class:`ModelStoreError` naming ``where``."""
     if stored.kind not in ESTIMATORS:
         raise ModelStoreError(f"{where} holds a model of unknown kind {stored.kind!r}")

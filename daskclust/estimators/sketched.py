@@ -10,9 +10,9 @@ from ..data import as_chunked_data
 from ..data.sources import pack_sketch
 from ..engine.cluster import connect
 from ..errors import InvalidDataError, InvalidParameterError
-from ..fit import check_coreset_fit, describe_source
+from ..fit import check_coreset_fit
 from ..fit.sketch import SketchSteps
-from ..io import Location, refuse_overlap, store_root
+from ..io import Location, describe_source, refuse_overlap, store_root
 from ..kernels.infer import top_components
 from ..models import FAMILIES
 from ..models.inference import MixtureIndex

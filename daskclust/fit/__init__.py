@@ -17,7 +17,7 @@ from ..engine.cluster import connect, set_kernel_preparation
 from ..errors import InvalidDataError
 from ..io import check_workers_see, remove_store
 from .coreset import check_coreset_fit, fit_with_coreset
-from .plan import FitPlan, describe_source, plan_fit
+from .plan import FitPlan, plan_fit
 from .progress import Progress
 from .result import CoresetFigures, FitResult, HistoryRow, SeedingFigures
 from .run import best_run, derive_seeds
@@ -51,4 +51,4 @@ def fit(data, spec: FitSpec, plan: FitPlan, progress: Progress, *, client=None, 
 
 
 __all__ = ["CoresetFigures", "FitPlan", "FitResult", "FitSpec", "FitSteps", "HistoryRow", "MixtureSteps", "Progress",
-           "SeedingFigures", "check_coreset_fit", "derive_seeds", "describe_source", "fit", "plan_fit"]
+           "SeedingFigures", "check_coreset_fit", "derive_seeds", "fit", "plan_fit"]

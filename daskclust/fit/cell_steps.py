@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checkpoint import CONTENT, data_fingerprint
 from ..em.cell_loop import CountCellsOp, RefineSettings, build_cells, run_cells
 from ..em.greedy import GatherCellsOp, add_component
 from ..em.loop import LoopState
@@ -16,7 +15,7 @@ from ..io import Location
 from ..kernels.rng import stream_key
 from ..models import Family
 from ..models.inference import MixtureIndex
-from ..names import STREAM_GREEDY
+from ..names import FINGERPRINT_CONTENT, STREAM_GREEDY
 from .steps import MixtureSteps
 
 
@@ -43,7 +42,7 @@ class CellSteps(MixtureSteps):
         if resumed:
             return engine.map_reduce(CountCellsOp())
         store = Location.parse(self.tree_store) if self.tree_store is not None else None
-        fingerprint = {**data_fingerprint(engine.data), CONTENT: engine.content_fingerprint()}
+        fingerprint = {**engine.data.fingerprint(), FINGERPRINT_CONTENT: engine.content_fingerprint()}
         return build_cells(engine, self.refine, self.full, store, fingerprint, n_clusters)
 
     def iterate(self, engine, spec, start, settings, search, progress, checkpointer):

@@ -14,12 +14,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import zarr
-
-from ..checkpoint import Checkpoint, Checkpointer, check_resumable, data_fingerprint
-from ..checkpoint import load as load_checkpoint
 from ..errors import CheckpointError
-from ..io import Location, check_target, input_store, input_stores, mark, remove_store, source_location, store_root
+from ..io import Location, check_target, input_store, input_stores, source_location
+from ..persistence.chunk_states import reset_state_store
+from .checkpoints import Checkpoint, Checkpointer, check_resumable
+from .checkpoints import load as load_checkpoint
 from .spec import FitSpec
 
 
@@ -38,26 +37,6 @@ class FitPlan:
     shared_outputs: list[Location]
 
 
-def describe_source(X) -> dict | None:
-    """Where the data lives, when a path or a zarr array on a file system (for ``daskclust fit --resume``);
-    local paths absolute."""
-    if isinstance(X, (str, os.PathLike)):
-        return {"url": Location.parse(X).url, "array": None}
-    if isinstance(X, zarr.Array):
-        root = store_root(X)
-        if root is not None:
-            return {"url": root.url, "array": X.path or None}
-    return None
-
-
-def reset_state_store(location: Location) -> None:
-    """An empty state store at ``location`` (marked incomplete): a run starting from its seeding
-    must not read the per-row state an earlier run left there."""
-    remove_store(location)
-    zarr.open_group(location.url, mode="w", **location.zarr_kwargs)
-    mark(location, "state", complete=False)
-
-
 def plan_fit(spec: FitSpec, data, X, sample_weight, *, params: dict, seed: int, n_features: int,
              sources: tuple[dict | None, dict | None], checkpoint=None, checkpoint_every: int = 10, resume=None,
              overwrite: bool = False, state: str = "memory", state_store=None,
@@ -67,7 +46,7 @@ def plan_fit(spec: FitSpec, data, X, sample_weight, *, params: dict, seed: int, 
     them, ``seed`` the fit's seed (a resumed fit takes its checkpoint's), ``n_features`` the model's
     dimension, ``sources`` where the data and weights are stored; ``check_apart`` refuses a store
     of the estimator's own that overlaps the inputs (a tree store)."""
-    fingerprint = data_fingerprint(data)
+    fingerprint = data.fingerprint()
     resumed = load_checkpoint(resume) if resume is not None else None
     if resumed is not None:
         check_resumable(resumed, spec.kind, params, fingerprint)

@@ -12,14 +12,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..checkpoint import CONTENT, Checkpoint, check_content, list_checkpoints
-from ..checkpoint import load as load_checkpoint
 from ..em.loop import EMResult, LoopState
 from ..em.stored_state import restore_states
 from ..engine.engine import Engine
 from ..errors import CheckpointError, ClusterError, WorkerLost
 from ..models import Params
-from .plan import FitPlan, reset_state_store
+from ..names import FINGERPRINT_CONTENT
+from ..persistence.checkpoint import list_checkpoints
+from ..persistence.chunk_states import reset_state_store
+from .checkpoints import Checkpoint, check_content
+from .checkpoints import load as load_checkpoint
+from .plan import FitPlan
 from .progress import Progress
 from .result import CoresetFigures, FitResult, SeedingFigures
 from .spec import FitSpec
@@ -117,7 +120,7 @@ def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, 
                     start = resumed.state
                     progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
                 result, extras = steps.iterate(engine, spec, start, settings, search, progress, plan.checkpointer)
-                plan.meta["data"][CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
+                plan.meta["data"][FINGERPRINT_CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
                 bytes_read += engine.bytes_read()
             return _result(result, plan.seed, SeedingFigures.from_meta(plan.meta["seeding"]), bytes_read, extras)
         except WorkerLost as lost:

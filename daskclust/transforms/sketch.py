@@ -17,13 +17,11 @@ preconditioned space are estimated from the sketches (one pass; see
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 import dask.array as da
 import numpy as np
 import scipy.fft
-import zarr
 from numba import njit
 
 from ..data import ChunkedData, as_chunked_data
@@ -34,10 +32,11 @@ from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
-from ..io import ARRAY_CONFIG, Location, check_target, input_stores, missing_chunks, read_root_attrs, writing
+from ..io import Location, check_target, input_stores, writing
 from ..kernels.rng import randint, stream_key
 from ..kernels.validation import max_abs
 from ..names import STREAM_SKETCH_ROWS, STREAM_SKETCH_SHARED, STREAM_SKETCH_SIGNS
+from ..persistence.sketch import create_sketch_store, open_sketch_store, write_sketch_rows
 
 PRECONDITIONS = ("dct", "none")
 SKETCH_BLOCK = 65_536
@@ -284,22 +283,8 @@ class SketchedData:
     @classmethod
     def open(cls, path, storage_options: dict | None = None) -> SketchedData:
         """The sketch store at ``path`` (written by :meth:`Sketch.fit_transform` with ``output``)."""
-        location = Location.parse(path, storage_options)
-        attrs = read_root_attrs(location)
-        if not attrs or attrs.get("daskclust_store") != "sketch" or not attrs.get("daskclust_complete"):
-            raise InvalidDataError(f"{location} is not a complete daskclust sketch store")
-        group = zarr.open_group(location.url, mode="r", **location.zarr_kwargs)
-        try:
-            arrays = {name: group[name] for name in ("values", "indices", "weights") if name in group or name != "weights"}
-        except KeyError as exc:
-            raise InvalidDataError(f"{location} is a damaged sketch store: its array {exc} is missing") from exc
-        if not all(isinstance(array, zarr.Array) for array in arrays.values()):
-            raise InvalidDataError(f"{location} is a damaged sketch store: its values, indices and weights must be arrays")
-        damaged = sorted(name for name, array in arrays.items() if missing_chunks(array))
-        if damaged:
-            raise InvalidDataError(f"{location} is a damaged sketch store: chunks of {', '.join(damaged)} are missing")
-        transform = SketchTransform.from_attrs(attrs.get("transform") if isinstance(attrs.get("transform"), dict) else {})
-        return cls(arrays["values"], arrays["indices"], arrays.get("weights"), transform)
+        values, indices, weights, transform = open_sketch_store(Location.parse(path, storage_options))
+        return cls(values, indices, weights, SketchTransform.from_attrs(transform))
 
     def chunked(self, chunk_rows: int | None = None, min_samples: int = 1) -> ChunkedData:
         """The sketch as the engine's data: rows packed by :func:`~daskclust.data.sources.pack_sketch`, read by the workers from the
@@ -349,12 +334,7 @@ class SketchOp:
         w = chunk.w[order] if chunk.w.shape[0] else np.zeros(0)
         acc["max_abs"][0] = max(acc["max_abs"][0], max_abs(chunk.X))  # the range rule of every fit (seeding's)
         if self.target is not None:
-            group = zarr.open_group(self.target.url, mode="r+", **self.target.zarr_kwargs)
-            span = slice(chunk.start, chunk.start + chunk.n_rows)
-            group["values"][span] = values
-            group["indices"][span] = indices
-            if w.shape[0]:
-                group["weights"][span] = w
+            write_sketch_rows(self.target, chunk.start, values, indices, w if w.shape[0] else None)
             return
         part = {"row": rows[order], "values": values, "indices": indices, "w": w if w.shape[0] else np.ones(len(rows))}
         acc.update(self.merge(acc, {**part, "max_abs": acc["max_abs"]}))
@@ -459,16 +439,5 @@ def regular_chunks(data: ChunkedData, X, sample_weight, storage_options) -> Chun
 
 def create_store(target: Location, transform: SketchTransform, data: ChunkedData) -> None:
     """The empty arrays of a sketch store, chunked like ``data``, and the transform in its attributes."""
-    group = zarr.open_group(target.url, mode="w", **target.zarr_kwargs)
-    group.attrs.update({"transform": transform.attrs(), "daskclust_write": uuid.uuid4().hex})
-    rows = int(data.bounds[1] - data.bounds[0])
-    N, Q = data.n_samples, transform.n_kept
-    # uncompressed: preconditioned values are noise-like to a compressor, and the pass is CPU-bound on 2 cores
-    group.create_array("values", shape=(N, Q), chunks=(rows, Q), dtype=data.dtype, config=ARRAY_CONFIG,
-                       compressors=None)
-    group.create_array("indices", shape=(N, Q), chunks=(rows, Q), dtype=transform.index_dtype, config=ARRAY_CONFIG,
-                       compressors=None)
-    if data.weights is not None:
-        group.create_array("weights", shape=(N,), chunks=(rows,), dtype=np.float64, config=ARRAY_CONFIG)
-
-
+    create_sketch_store(target, transform.attrs(), (data.n_samples, transform.n_kept),
+                        int(data.bounds[1] - data.bounds[0]), data.dtype, transform.index_dtype, data.weights is not None)

@@ -11,7 +11,6 @@ import pytest
 import zarr
 
 import daskclust
-from daskclust.checkpoint import data_fingerprint
 from daskclust.cli import main
 from daskclust.cli.fit_options import ALGORITHMS, COUNT, estimator_options
 from daskclust.data import as_chunked_data
@@ -230,7 +229,7 @@ def test_info_text_and_json(store, tmp_path, client, capsys):
     data = info["training_data"]
     content = data["fingerprint"].pop("content")
     assert len(content) == 64 and int(content, 16) >= 0  # SHA-256 of the chunks' digests
-    assert data["fingerprint"] == data_fingerprint(as_chunked_data(X, w, chunk_rows=150))
+    assert data["fingerprint"] == as_chunked_data(X, w, chunk_rows=150).fingerprint()
     assert data["source"] == {"url": store, "array": "X"} and data["weights"] == {"url": store, "array": "w"}
     assert set(info["versions"]) >= {"python", *MODEL_PACKAGES}
     assert info["versions"]["numpy"] == np.__version__ and info["versions"]["daskclust"] == daskclust.__version__

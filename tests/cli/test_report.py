@@ -13,8 +13,8 @@ import zarr
 import daskclust
 from daskclust.cli import main
 from daskclust.data import as_chunked_data
+from daskclust.persistence.model import load_model, save_model
 from daskclust.report import FIGURES, pca_2d, report_paths, sample_rows
-from daskclust.store import load_model, save_model
 
 from conftest import birch, blobs
 

@@ -13,9 +13,9 @@ from distributed import Client, LocalCluster
 from sklearn.base import clone
 
 import daskclust
-from daskclust import checkpoint
 from daskclust.cli import main
 from daskclust.errors import CheckpointError
+from daskclust.persistence import checkpoint
 
 from conftest import Interrupt, assert_same_model, birch, interrupt_at
 
@@ -69,11 +69,11 @@ def test_interrupted_checkpoint_is_refused_and_the_previous_one_used(client, tmp
     partial = str(run / "ckpt-000006.tmp")
     assert os.path.isdir(partial)
     with pytest.raises(CheckpointError, match="incomplete: it was interrupted while writing"):
-        checkpoint.load(partial)
+        checkpoint.read_checkpoint(partial)
     group = zarr.open_group(str(run / "ckpt-000004"), mode="a")  # a marker-less copy is refused as well
     del group.attrs["complete"]
     with pytest.raises(CheckpointError, match="incomplete"):
-        checkpoint.load(str(run / "ckpt-000004"))
+        checkpoint.read_checkpoint(str(run / "ckpt-000004"))
     group.attrs["complete"] = True
     resumed = clone(est).fit(data, client=client, resume=run)
     assert_same_model(plain, resumed)

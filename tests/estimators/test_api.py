@@ -13,7 +13,7 @@ from sklearn.base import clone
 
 import daskclust
 from daskclust.cli import main
-from daskclust.store import load_model
+from daskclust.persistence.model import load_model
 
 from conftest import birch
 

@@ -165,7 +165,7 @@ def test_trees_are_saved_and_reused_across_fits(client, tmp_path):
 
 
 def test_same_model_after_resume(client, tmp_path):
-    from daskclust import checkpoint
+    from daskclust.persistence import checkpoint
 
     from conftest import Interrupt
 

@@ -13,7 +13,6 @@ from sklearn.exceptions import ConvergenceWarning as SKConvergenceWarning
 from sklearn.mixture import GaussianMixture as SKGaussianMixture
 
 import daskclust
-from daskclust import checkpoint
 from daskclust.errors import (
     ConvergenceError,
     ConvergenceWarning,
@@ -22,6 +21,7 @@ from daskclust.errors import (
     OutputRefusedError,
 )
 from daskclust.models import FAMILIES
+from daskclust.persistence import checkpoint
 
 from conftest import Interrupt, interrupt_at
 from reference import gaussian_em_step

@@ -16,12 +16,12 @@ from sklearn.mixture._gaussian_mixture import _compute_precision_cholesky
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import daskclust
-from daskclust import checkpoint
 from daskclust.errors import ConvergenceError, InvalidParameterError
 from daskclust.kernels.estep import LSE, QE, W, estep_full
 from daskclust.models import FAMILIES, Params
 from daskclust.models.inference import SCORE_TOLERANCE, MixtureIndex
 from daskclust.models.tied import TiedParams
+from daskclust.persistence import checkpoint
 
 from conftest import Interrupt, interrupt_at
 from reference import gaussian_log_joint

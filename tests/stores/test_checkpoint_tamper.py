@@ -11,9 +11,9 @@ import pytest
 import zarr
 
 import daskclust
-from daskclust import checkpoint
 from daskclust.cli import main
 from daskclust.errors import CheckpointError
+from daskclust.persistence import checkpoint
 
 from conftest import birch
 
@@ -92,8 +92,8 @@ def test_a_huge_iteration_is_a_checkpoint_error(run, tmp_path, capsys):
 
 def test_resuming_beyond_max_iter_says_to_raise_it(run, client):
     X = zarr.open_array(str(run / "x.zarr"), mode="r")
-    saved = checkpoint.load(run / "run")
-    assert saved.state.iteration >= 2
+    saved = checkpoint.read_checkpoint(run / "run")
+    assert saved.iteration >= 2
     model = daskclust.GaussianMixture(**{**saved.meta["params"], "max_iter": 1})
     with pytest.raises(CheckpointError, match="beyond max_iter=1: pass a larger max_iter"):
         model.fit(X, client=client, resume=run / "run")

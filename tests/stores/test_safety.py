@@ -12,7 +12,7 @@ import pytest
 import zarr
 
 import daskclust
-from daskclust import checkpoint, io
+from daskclust import io
 from daskclust.cli import main
 from daskclust.data import as_chunked_data
 from daskclust.errors import (
@@ -21,6 +21,7 @@ from daskclust.errors import (
     ModelStoreError,
     OutputRefusedError,
 )
+from daskclust.persistence import checkpoint
 
 from conftest import birch, snapshot
 
@@ -142,7 +143,7 @@ def test_checkpoint_directory_rules(workdir, client, tmp_path):
         est.fit(X, client=client, checkpoint=run, checkpoint_every=2)  # another fit's checkpoints
     est.fit(X, client=client, checkpoint=run, resume=run, checkpoint_every=2)  # continuing is fine
     est.set_params(random_state=7).fit(X, client=client, checkpoint=run, checkpoint_every=2, overwrite=True)
-    assert checkpoint.load(run).meta["seed"] == 7  # the earlier fit's checkpoints are gone
+    assert checkpoint.read_checkpoint(run).meta["seed"] == 7  # the earlier fit's checkpoints are gone
     bad = X.copy()
     bad[5, 0] = np.nan
     with pytest.raises(InvalidDataError, match="row 5"):
@@ -266,10 +267,10 @@ def test_every_damage_to_a_checkpoint_is_a_checkpoint_error(client, tmp_path):
             else:
                 path.write_bytes(b"\x00{not json" * 3)
             with pytest.raises(CheckpointError):
-                checkpoint.load(ckpt)
+                checkpoint.read_checkpoint(ckpt)
                 est.fit(X, client=client, resume=ckpt)
             path.write_bytes(content)
-    checkpoint.load(ckpt)
+    checkpoint.read_checkpoint(ckpt)
 
 
 # --------------------------------------------------------------------------- runtime parameters

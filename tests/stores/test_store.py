@@ -1,4 +1,4 @@
-"""Tests of daskclust.store: saving fitted models as xarray Datasets in zarr stores."""
+"""Tests of daskclust.persistence.model: saving fitted models as xarray Datasets in zarr stores."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import zarr
 
 from daskclust import __version__, io
 from daskclust.errors import InvalidParameterError, ModelStoreError, OutputRefusedError
-from daskclust.store import StoredModel, dataset_to_model, load_model, model_to_dataset, save_model
+from daskclust.persistence.model import StoredModel, dataset_to_model, load_model, model_to_dataset, save_model
 
 pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)
 

@@ -57,9 +57,9 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from .errors import InvalidParameterError, ModelStoreError
-from .io import COMPLETE_ATTR, Location, check_target, missing_chunks, writing
-from .versions import __version__, environment_versions
+from ..errors import InvalidParameterError, ModelStoreError
+from ..io import COMPLETE_ATTR, Location, check_target, missing_chunks, writing
+from ..versions import __version__, environment_versions
 
 FORMAT = 1
 """Version of the dataset layout written by this module."""
@@ -95,7 +95,7 @@ class StoredModel:
     data : dict or None, default=None
         The training data: ``source`` and ``weights`` (``{"url", "array"}`` or None when
         in memory) and ``fingerprint``
-        (:func:`daskclust.checkpoint.data_fingerprint`); None when not recorded.
+        (:meth:`daskclust.data.ChunkedData.fingerprint`); None when not recorded.
     versions : dict of str to str or None, default=None
         Python's and the packages' versions of the process that wrote the store (None
         when saving: this process's). A store written before they were recorded gives
