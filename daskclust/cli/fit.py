@@ -153,7 +153,7 @@ def resumed_fit(run: dict, algorithm: str | None, values: dict, origins: dict, r
     resumed fit may change (:data:`RESUMABLE`)."""
     from ..data import open_zarr_array
     from ..estimators.registry import ESTIMATORS
-    from ..persistence.checkpoint import read_checkpoint
+    from ..fit.checkpoints import load as load_checkpoint
 
     if "array" in run and "data" not in run:
         raise InvalidParameterError(f"{origins['array']} names an array of DATA: without DATA, --resume reads the "
@@ -163,13 +163,13 @@ def resumed_fit(run: dict, algorithm: str | None, values: dict, origins: dict, r
         allowed = ", ".join(estimator_options()[name].flags[0] for name in RESUMABLE)
         raise InvalidParameterError(f"{origins[changed[0]]}: --resume continues the checkpoint's fit with its "
                                     f"estimator and parameters; only {allowed} may change")
-    meta = read_checkpoint(run["resume"]).meta
-    cls = ESTIMATORS.get(meta["kind"])
+    record = load_checkpoint(run["resume"]).record
+    cls = ESTIMATORS.get(record.kind)
     if cls is None:
-        raise CheckpointError(f"{run['resume']} is a checkpoint of an unknown estimator {meta['kind']!r}")
+        raise CheckpointError(f"{run['resume']} is a checkpoint of an unknown estimator {record.kind!r}")
     for name, value in values.items():
         check_value(cls, name, value, origins[name])
-    source, recorded = meta.get("source") or {}, meta.get("weights")
+    source, recorded = record.source or {}, record.weights
     url, array = (run["data"], run.get("array")) if "data" in run else (source.get("url"), source.get("array"))
     if url is None:
         raise InvalidParameterError("the checkpoint does not record where its data is: pass DATA")
@@ -177,7 +177,7 @@ def resumed_fit(run: dict, algorithm: str | None, values: dict, origins: dict, r
         weights = open_beside(run["sample_weight"], url, 1)
     else:
         weights = open_zarr_array(recorded["url"], recorded["array"], ndim=1) if recorded else None
-    return checkpoint_estimator(cls, meta["params"], values, runtime, run["resume"]), open_data(url, array), weights
+    return checkpoint_estimator(cls, record.params, values, runtime, run["resume"]), open_data(url, array), weights
 
 
 def checkpoint_estimator(cls, stored: dict, values: dict, runtime: dict, where):

@@ -46,7 +46,7 @@ def fit(data, spec: FitSpec, plan: FitPlan, progress: Progress, *, client=None, 
         if plan.state_store is not None:
             remove_store(plan.state_store)
     result.seconds = time.perf_counter() - t0
-    result.data = {"source": plan.meta["source"], "weights": plan.meta["weights"], "fingerprint": plan.meta["data"]}
+    result.data = plan.record.training_data()
     return result
 
 

@@ -22,29 +22,31 @@ from ..io import Location
 from ..models import Params
 from ..names import FINGERPRINT_CONTENT
 from ..persistence.checkpoint import StoredCheckpoint, prepare_directory, read_checkpoint, write_checkpoint
+from .result import FitRecord
 
 log = logging.getLogger("daskclust")
 
 
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint: where it is, the loop state to continue from, the search tables, the metadata."""
+    """A loaded checkpoint: where it is, the loop state to continue from, the search tables, and what the
+    fit recorded of itself (:class:`~daskclust.fit.result.FitRecord`)."""
 
     url: str
     state: LoopState
     search: dict[str, np.ndarray]
-    meta: dict
+    record: FitRecord
 
 
 class Checkpointer:
     """Saves a checkpoint every ``every`` iterations into the checkpoint directory ``path``.
 
-    ``meta`` (JSON-serialisable) is stored with every checkpoint: estimator kind and parameters,
-    data fingerprint and location, seed, seeding figures. :meth:`prepare` checks and creates the
-    directory before any work.
+    ``record`` (:class:`~daskclust.fit.result.FitRecord`: estimator kind and parameters, data
+    fingerprint and location, seed, seeding figures) is stored with every checkpoint. :meth:`prepare`
+    checks and creates the directory before any work.
     """
 
-    def __init__(self, path: str | os.PathLike | Location, every: int, meta: dict):
+    def __init__(self, path: str | os.PathLike | Location, every: int, record: FitRecord):
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
             raise CheckpointError(f"checkpoint_every must be a positive integer, got {every!r}")
         self.location = Location.parse(path)
@@ -55,7 +57,7 @@ class Checkpointer:
                 "are not supported (their atomic renames, listing and pruning are file-system operations)")
         self.path = self.location.url
         self.every = int(every)
-        self.meta = meta
+        self.record = record
 
     def prepare(self, *, overwrite: bool = False, resuming: Location | None = None, inputs=()) -> None:
         """Check the directory may be written and create it (:func:`~daskclust.persistence.checkpoint.prepare_directory`)."""
@@ -66,9 +68,9 @@ class Checkpointer:
 
     def save(self, engine, state: LoopState, search: dict[str, np.ndarray]) -> str:
         """Write the checkpoint of ``state`` (the workers write the chunk states); returns its URL."""
-        self.meta["data"][FINGERPRINT_CONTENT] = engine.content_fingerprint()
+        self.record.fingerprint[FINGERPRINT_CONTENT] = engine.content_fingerprint()
         stored = StoredCheckpoint(state.params.arrays(), search, state.iteration, state.prev_f, state.history,
-                                  self.meta)
+                                  self.record.as_json())
         url = write_checkpoint(self.location, stored, engine.save_state)
         log.info("checkpoint of iteration %d written: %s", state.iteration, url)
         return url
@@ -79,7 +81,7 @@ def load(path: str | os.PathLike) -> Checkpoint:
     incomplete, damaged or foreign one is a :class:`CheckpointError`."""
     stored = read_checkpoint(path)
     state = LoopState(stored.iteration, Params(**stored.params), stored.prev_f, stored.history)
-    return Checkpoint(stored.url, state, stored.search, stored.meta)
+    return Checkpoint(stored.url, state, stored.search, FitRecord.from_json(stored.meta))
 
 
 def _is_int(value) -> bool:
@@ -88,24 +90,24 @@ def _is_int(value) -> bool:
 
 def check_resumable(checkpoint: Checkpoint, kind: str, params: dict, fingerprint: dict) -> None:
     """Refuse to resume with another estimator, other parameters or other data."""
-    meta = checkpoint.meta
-    if meta["kind"] != kind:
-        raise CheckpointError(f"checkpoint {checkpoint.url!r} is of a {meta['kind']}, not a {kind}")
-    differing = sorted(k for k, v in params.items() if k in meta["params"] and meta["params"][k] != v
+    record = checkpoint.record
+    if record.kind != kind:
+        raise CheckpointError(f"checkpoint {checkpoint.url!r} is of a {record.kind}, not a {kind}")
+    differing = sorted(k for k, v in params.items() if k in record.params and record.params[k] != v
                        and k != "max_iter")
     if differing:
-        listed = ", ".join(f"{k}={meta['params'][k]!r}" for k in differing)
+        listed = ", ".join(f"{k}={record.params[k]!r}" for k in differing)
         raise CheckpointError(f"checkpoint {checkpoint.url!r} was written with other parameters: {listed}")
     max_iter, n_init_esteps = params.get("max_iter"), params.get("n_init_esteps", 0)
     if _is_int(max_iter) and _is_int(n_init_esteps) and checkpoint.state.iteration > max_iter + n_init_esteps:
         raise CheckpointError(f"checkpoint {checkpoint.url!r} is at iteration {checkpoint.state.iteration}, beyond "
                               f"max_iter={max_iter}: pass a larger max_iter to continue it")
-    recorded = {k: v for k, v in meta["data"].items() if k != FINGERPRINT_CONTENT}
+    recorded = {k: v for k, v in record.fingerprint.items() if k != FINGERPRINT_CONTENT}
     if recorded != fingerprint:
         differing = sorted(k for k in set(recorded) | set(fingerprint) if recorded.get(k) != fingerprint.get(k))
         listed = "; ".join(f"{k}: checkpoint {recorded.get(k)!r}, data {fingerprint.get(k)!r}" for k in differing)
         raise CheckpointError(f"checkpoint {checkpoint.url!r} was written for other data ({listed})")
-    if not isinstance(meta["data"].get(FINGERPRINT_CONTENT), str):
+    if not isinstance(record.fingerprint.get(FINGERPRINT_CONTENT), str):
         raise CheckpointError(f"checkpoint {checkpoint.url!r} records no content fingerprint of its data (written by "
                               "an older daskclust), so it cannot be checked against the data given: start a new fit")
 
@@ -113,7 +115,7 @@ def check_resumable(checkpoint: Checkpoint, kind: str, params: dict, fingerprint
 def check_content(checkpoint: Checkpoint, engine, described: str) -> None:
     """Refuse to resume on data whose content differs from the data the checkpoint was written on
     (before any of its state is restored)."""
-    recorded, found = checkpoint.meta["data"][FINGERPRINT_CONTENT], engine.content_fingerprint()
+    recorded, found = checkpoint.record.fingerprint[FINGERPRINT_CONTENT], engine.content_fingerprint()
     if recorded != found:
         raise CheckpointError(
             f"checkpoint {checkpoint.url!r} was written for other data: same shape, dtype and chunking, but its data's "

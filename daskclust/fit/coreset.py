@@ -50,7 +50,7 @@ def fit_with_coreset(client, data, spec: FitSpec, plan: FitPlan, progress: Progr
                  f"{builder.n_distances_} distances")
 
     small = as_chunked_data(rows, weights, min_samples=spec.n_clusters)
-    on_coreset = replace(plan, meta=dict(plan.meta), checkpointer=None, resumed=None, state_store=None,
+    on_coreset = replace(plan, record=replace(plan.record, fingerprint=dict(plan.record.fingerprint)), checkpointer=None, resumed=None, state_store=None,
                          shared_inputs=[], shared_outputs=[])
     progress.phase(small.nbytes, spec.max_iter + spec.n_init_esteps + 1)
     first = best_run(client, small, spec, on_coreset, progress, data_kind="coreset")

@@ -19,17 +19,18 @@ from ..io import Location, check_target, input_store, input_stores, source_locat
 from ..persistence.chunk_states import reset_state_store
 from .checkpoints import Checkpoint, Checkpointer, check_resumable
 from .checkpoints import load as load_checkpoint
+from .result import FitRecord
 from .spec import FitSpec
 
 
 @dataclass
 class FitPlan:
-    """What a fit decided before any work: the fit's seed, the metadata its checkpoints and model
-    record, checkpointing, where to resume, the state store, and the stores the workers must see
-    as the driver does."""
+    """What a fit decided before any work: the fit's seed, what its checkpoints and model record of it
+    (:class:`~daskclust.fit.result.FitRecord`), checkpointing, where to resume, the state store, and the
+    stores the workers must see as the driver does."""
 
     seed: int
-    meta: dict
+    record: FitRecord
     checkpointer: Checkpointer | None
     resumed: Checkpoint | None
     state_store: Location | None
@@ -53,10 +54,10 @@ def plan_fit(spec: FitSpec, data, X, sample_weight, *, params: dict, seed: int, 
         problem = spec.family.params_problem(resumed.state.params, spec.n_clusters, n_features)
         if problem:
             raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {problem}")
-        seed = resumed.meta["seed"]
+        seed = resumed.record.seed
     source, weights = sources
-    meta = {"kind": spec.kind, "params": params, "data": fingerprint, "seed": seed,
-            "source": source, "weights": weights, "seeding": resumed.meta["seeding"] if resumed else None}
+    record = FitRecord(spec.kind, params, fingerprint, seed, source, weights,
+                       resumed.record.seeding if resumed else None)
     read = [array for block in (data.source, data.weight_source) if block is not None
             for array in block.zarr_arrays()]
     stored = [source_location(array) for array in read]  # the zarr arrays every worker reads
@@ -66,7 +67,7 @@ def plan_fit(spec: FitSpec, data, X, sample_weight, *, params: dict, seed: int, 
     shared = []
     checkpointer = None
     if checkpoint is not None:
-        checkpointer = Checkpointer(checkpoint, checkpoint_every, meta)
+        checkpointer = Checkpointer(checkpoint, checkpoint_every, record)
         resuming = Location.parse(resumed.url) if resumed is not None else None
         checkpointer.prepare(overwrite=overwrite, resuming=resuming, inputs=inputs)
         shared.append(checkpointer.location)
@@ -81,4 +82,4 @@ def plan_fit(spec: FitSpec, data, X, sample_weight, *, params: dict, seed: int, 
         check_target(location, "state", overwrite=overwrite or checkpointer is not None, inputs=inputs)
         reset_state_store(location)
         shared.append(location)
-    return FitPlan(seed, meta, checkpointer, resumed, location, stored, shared)
+    return FitPlan(seed, record, checkpointer, resumed, location, stored, shared)

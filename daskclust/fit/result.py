@@ -47,6 +47,40 @@ class SeedingFigures:
         return cls(float(meta["seconds"]), int(meta["n_distances"]), str(meta["method"]))
 
 
+@dataclass
+class FitRecord:
+    """What a fit records of itself in its checkpoints, and of its data in its model: the estimator's
+    kind and parameters (runtime settings left out), the data's fingerprint
+    (:meth:`~daskclust.data.ChunkedData.fingerprint`, the content's added once the data are read),
+    where the data and the weights are stored (``{"url", "array"}``, None in memory), the seed and
+    the seeding's figures (None before the seeding)."""
+
+    kind: str
+    params: dict
+    fingerprint: dict
+    seed: int
+    source: dict | None
+    weights: dict | None
+    seeding: SeedingFigures | None = None
+
+    def as_json(self) -> dict:
+        """As checkpoints store it (:func:`daskclust.persistence.checkpoint.check_meta` reads it back)."""
+        return {"kind": self.kind, "params": self.params, "data": self.fingerprint, "seed": self.seed,
+                "source": self.source, "weights": self.weights,
+                "seeding": None if self.seeding is None else self.seeding.as_meta()}
+
+    @classmethod
+    def from_json(cls, meta: dict) -> FitRecord:
+        """From a checkpoint's metadata, already checked field by field."""
+        seeding = meta.get("seeding")
+        return cls(meta["kind"], meta["params"], meta["data"], meta["seed"], meta.get("source"), meta.get("weights"),
+                   None if seeding is None else SeedingFigures.from_meta(seeding))
+
+    def training_data(self) -> dict:
+        """The model's record of its training data (``training_data_``): location, weights, fingerprint."""
+        return {"source": self.source, "weights": self.weights, "fingerprint": self.fingerprint}
+
+
 @dataclass(frozen=True)
 class CoresetFigures:
     """A coreset fit's coreset (``coreset_``): its size, the seconds and distances of its passes, its

@@ -107,10 +107,10 @@ def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, 
                             seeding, params = steps.start(engine, spec, seeding, params, plan.seed)
                     progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
                     figures = SeedingFigures(seeding.seconds, seeding.n_distances, seeding.method)
-                    plan.meta["seeding"] = figures.as_meta()
+                    plan.record.seeding = figures
                     start = LoopState(0, params if start_params is None else start_params)
                 else:
-                    source = plan.meta["source"]
+                    source = plan.record.source
                     check_content(resumed, engine, source["url"] if source else "the data given")
                     restore_chunk_states(engine, resumed.url, spec.n_clusters)
                     try:
@@ -120,9 +120,9 @@ def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, 
                     start = resumed.state
                     progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
                 result, extras = steps.iterate(engine, spec, start, settings, search, progress, plan.checkpointer)
-                plan.meta["data"][FINGERPRINT_CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
+                plan.record.fingerprint[FINGERPRINT_CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
                 bytes_read += engine.bytes_read()
-            return _result(result, plan.seed, SeedingFigures.from_meta(plan.meta["seeding"]), bytes_read, extras)
+            return _result(result, plan.seed, plan.record.seeding, bytes_read, extras)
         except WorkerLost as lost:
             if attempt == MAX_RECOVERIES:
                 raise ClusterError(recoveries_exhausted(lost)) from lost
