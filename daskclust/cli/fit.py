@@ -89,7 +89,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from ..engine.cluster import security_from_files
     from ..io import Location, input_stores
     from ..persistence.model import check_model_target
-    from ..transforms import SketchedData
+    from ..transforms import Transformed
 
     values, origins = fit_settings(args)
     run = {name: values.pop(name) for name in list(values) if name not in estimator_options()}
@@ -111,8 +111,8 @@ def run_fit(args: argparse.Namespace) -> int:
     extra, extra_inputs = fit_extras(model, run, origins, X)
     paths = [run.get(name) for name in ("data", "checkpoint", "resume", "sketch_output")]
     paths += [getattr(model, name, None) for name in ("state_store", "tree_store")]
-    inputs = [Location.parse(p) for p in paths if p] + [*input_stores(X.values if isinstance(X, SketchedData) else X),
-                                                         *input_stores(weights), *extra_inputs]
+    stored = [Location.parse(s["url"]) for s in X.sources if s] if isinstance(X, Transformed) else input_stores(X)
+    inputs = [Location.parse(p) for p in paths if p] + [*stored, *input_stores(weights), *extra_inputs]
     overwrite = run.get("overwrite", False)
     check_model_target(run["output"], overwrite=overwrite, inputs=inputs, option="--overwrite")
     model.fit(X, sample_weight=weights, checkpoint=run.get("checkpoint"),

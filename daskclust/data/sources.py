@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,7 +23,17 @@ import zarr
 from ..errors import InvalidDataError
 from ..io import Location, missing_chunks
 
-SourceKind = Literal["numpy", "zarr", "dask", "sketch"]
+SourceKind = Literal["numpy", "zarr", "dask", "packed"]
+
+
+@dataclass(frozen=True)
+class PackedArrays:
+    """Rows kept in several stored arrays of the same rows, read as one row each: ``pack(blocks)`` makes
+    the rows of the blocks read from ``arrays`` (it checks them first: a transform's rows, e.g. SGMM
+    sketches' values and indices, :mod:`daskclust.transforms.sketch`)."""
+
+    arrays: tuple
+    pack: Callable[..., np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -34,11 +45,9 @@ class BlockSource:
         ``"zarr"``: a ``zarr.Array`` that every worker opens and reads directly.
         ``"dask"``: any other dask array: persisted on the cluster when it fits the
         memory budget, otherwise each chunk's graph is computed where it is needed.
-        ``"sketch"``: ``zarr.Array`` values and indices of a sketch store and the number of
-        features P their indices range over (:mod:`daskclust.transforms.sketch`), read like
-        ``"zarr"``, checked and packed into one row.
+        ``"packed"``: :class:`PackedArrays`, zarr arrays read like ``"zarr"`` and packed into one row.
     array
-        The numpy array, ``zarr.Array`` or dask array.
+        The numpy array, ``zarr.Array``, dask array or :class:`PackedArrays`.
     dtype
         The dtype rows are converted to after reading (float32 or float64 for
         data, float64 for weights).
@@ -51,52 +60,24 @@ class BlockSource:
     @property
     def row_bytes(self) -> int:
         """Bytes one row takes in the source array(s), as stored (before conversion to ``dtype``)."""
-        arrays = self.array[:2] if self.kind == "sketch" else (self.array,)
+        arrays = self.array.arrays if self.kind == "packed" else (self.array,)
         return sum(a.dtype.itemsize * int(np.prod(a.shape[1:])) for a in arrays)
 
     def zarr_arrays(self) -> list:
         """The zarr arrays this source reads (none for numpy and dask sources)."""
         if self.kind == "zarr":
             return [self.array]
-        return list(self.array[:2]) if self.kind == "sketch" else []
+        return list(self.array.arrays) if self.kind == "packed" else []
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Rows ``[start, stop)`` as a C-contiguous array of ``self.dtype``."""
         if self.kind == "dask":
             block = self.array[start:stop].compute(scheduler="sync")
-        elif self.kind == "sketch":
-            values, indices, n_features = self.array
-            block = pack_sketch(values[start:stop], indices[start:stop], n_features)
+        elif self.kind == "packed":
+            block = self.array.pack(*(array[start:stop] for array in self.array.arrays))
         else:
             block = self.array[start:stop]
         return np.ascontiguousarray(block, dtype=self.dtype)
-
-
-def pack_sketch(values: np.ndarray, indices: np.ndarray, n_features: int) -> np.ndarray:
-    """Sketch rows as the E-step kernels read them: (n, 2Q) float64, values then indices (exact as floats
-    below 2^53), so a sketch row is one row of the engine's chunks (:mod:`daskclust.transforms.sketch`).
-
-    The kernels index P-long arrays with the indices: every index is checked to lie in [0, P) first
-    (InvalidDataError otherwise), as are the shapes of the two blocks.
-    """
-    values, indices = np.asarray(values), np.asarray(indices)
-    if values.ndim != 2 or indices.shape != values.shape:
-        raise InvalidDataError(f"a sketch's values {values.shape} and indices {indices.shape} must be two arrays of "
-                               "the same (rows, Q) shape")
-    check_sketch_indices(indices, n_features)
-    return np.ascontiguousarray(np.hstack([values.astype(np.float64, copy=False),
-                                           indices.astype(np.float64, copy=False)]))
-
-
-def check_sketch_indices(indices: np.ndarray, n_features: int) -> None:
-    """Refuse sketch indices that are not integers in [0, P) (InvalidDataError): the kernels index
-    P-long arrays with them."""
-    if indices.dtype.kind not in "iu":
-        raise InvalidDataError(f"a sketch's indices must be integers, not {indices.dtype}")
-    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_features):
-        raise InvalidDataError(f"a sketch's indices must lie in [0, {n_features}) (the sketched rows' features); "
-                               f"found {int(indices.min())} .. {int(indices.max())}: the sketch is damaged or does "
-                               "not belong to its transform")
 
 
 def is_path_like(obj: Any) -> bool:

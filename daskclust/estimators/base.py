@@ -18,6 +18,7 @@ from ..models import Family, Params
 from ..persistence import RUNTIME_PARAMS
 from ..seeding import check_init
 from ..seeding.passes import NearestIndex
+from ..transforms.interface import Transformed
 from .apply import apply_rows
 from .params import AnyValue, Interval, Options, ParamsMixin, PathOrNone, RandomStateLike
 
@@ -100,22 +101,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     def _check_initial_params(self, n_clusters: int, n_features: int) -> None:
         """Refuse given initial parameters that do not fit the data, before any work."""
 
-    def _chunked(self, X, sample_weight):
-        """The training data as the engine's :class:`~daskclust.data.ChunkedData`, checked before any work."""
-        return as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=self._n_clusters())
-
-    def _model_features(self, data) -> int:
-        """The dimension of the model's means (the data's rows, unless they are sketches)."""
-        return data.n_features
-
-    def _steps(self, n_features: int) -> FitSteps:
-        """How this estimator's fit seeds, starts and iterates (:class:`~daskclust.fit.FitSteps`)."""
+    def _steps(self, n_features: int, transformed: Transformed | None = None) -> FitSteps:
+        """How this estimator's fit seeds, starts and iterates (:class:`~daskclust.fit.FitSteps`) on data of
+        ``n_features`` features, or on the rows of a transform."""
         return FitSteps()
-
-    def _data_sources(self, X, sample_weight) -> tuple[dict | None, dict | None]:
-        """Where the training data ``X`` and ``sample_weight`` are stored (:func:`describe_source`), as recorded
-        with checkpoints and models."""
-        return describe_source(X), describe_source(sample_weight)
 
     # scikit-learn protocol ------------------------------------------------
     def __sklearn_tags__(self):
@@ -194,20 +183,27 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         C = self._n_clusters()
         check_coreset_fit(self.coreset, C, checkpoint, resume)
         init = check_init(self._init_centres(), C)
-        data = self._chunked(X, sample_weight)
-        n_features = self._model_features(data)
+        transformed = X if isinstance(X, Transformed) else None
+        if transformed is not None:  # a transform's rows (a coreset, a sketch): the model is fitted on them
+            if sample_weight is not None:
+                raise InvalidParameterError(f"a {type(X).__name__} carries its rows' weights: pass sample_weight "
+                                            "to the transform")
+            data, n_features, sources = X.chunked(self.chunk_rows, min_samples=C), X.n_features, X.sources
+        else:
+            data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
+            n_features, sources = data.n_features, (describe_source(X), describe_source(sample_weight))
         if not isinstance(init, str):
             check_init(init, C, n_features)
         self._check_initial_params(C, n_features)
-        spec = self.fit_spec(n_features, init)
+        spec = self.fit_spec(n_features, init, transformed)
         plan = plan_fit(spec, data, X, sample_weight, params=self.model_params(), seed=resolve_seed(self.random_state),
-                        n_features=n_features, sources=self._data_sources(X, sample_weight), checkpoint=checkpoint,
+                        n_features=n_features, sources=sources, checkpoint=checkpoint,
                         checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, state=self.state,
                         state_store=self.state_store, check_apart=self._check_stores_apart)
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
         result = fit(data, spec, plan, progress, client=client, scheduler_address=self.scheduler_address,
                      security=self.security)
-        self._set_fitted(result, n_features)
+        self._set_fitted(result, n_features, transformed)
         self.labels_ = self.predict(X)
         progress.say(
             f"done: {self.n_iter_} iterations{'' if result.coreset is None else ' on the full data'}, free energy "
@@ -215,17 +211,19 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         )
         return self
 
-    def fit_spec(self, n_features: int, init=None) -> FitSpec:
-        """The frozen specification of this estimator's fit on data of ``n_features`` features (the
-        parameters validated; ``init`` the checked seeding or centres)."""
-        return FitSpec(type(self).__name__, self._family(), self._n_clusters(), self._n_truncated(), search=self.search,
+    def fit_spec(self, n_features: int, init=None, transformed: Transformed | None = None) -> FitSpec:
+        """The frozen specification of this estimator's fit on data of ``n_features`` features, or on the
+        rows of a transform (whose family reads them), the parameters validated; ``init`` the checked
+        seeding or centres."""
+        family = self._family() if transformed is None else transformed.family(self._family())
+        return FitSpec(type(self).__name__, family, self._n_clusters(), self._n_truncated(), search=self.search,
                        n_neighbors=self.n_neighbors, n_explore=self._n_explore(), n_samples=self.n_samples,
                        init=self._init_centres() if init is None else init,
                        oversampling_factor=self.oversampling_factor, init_rounds=self.init_rounds,
                        chain_length=self.chain_length, max_iter=self.max_iter, tol=self.tol, reg=self._reg(),
                        n_init_esteps=self.n_init_esteps, absolute_tol=self._absolute_tol(), n_init=self.n_init,
                        coreset=self.coreset, refine_iter=self.refine_iter, memory_budget=self.memory_budget,
-                       verbose=int(self.verbose), steps=self._steps(n_features))
+                       verbose=int(self.verbose), steps=self._steps(n_features, transformed))
 
     def _check_stores_apart(self, inputs: list[Location | None]) -> None:
         """Refuse, before any work, a store of the estimator's own (``tree_store``) that overlaps the
@@ -235,8 +233,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """The parameters saved with a model or checkpoint: JSON values, runtime settings left out."""
         return {k: _jsonable(v) for k, v in self.get_params().items() if k not in RUNTIME_PARAMS}
 
-    def _set_fitted(self, result: FitResult, n_features: int) -> None:
-        """The fitted attributes from the fit function's result."""
+    def _set_fitted(self, result: FitResult, n_features: int, transformed: Transformed | None = None) -> None:
+        """The fitted attributes from the fit function's result (of a fit on ``transformed``'s rows, or on data)."""
         self._set_model(result.params)
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged

@@ -124,14 +124,14 @@ class CellGaussianMixture(GaussianMixture):
         return RefineSettings(self.leaf_size, self.initial_depth, self.refine_tol, self.max_refine,
                               self.refine_fraction)
 
-    def _steps(self, n_features: int) -> CellSteps:
+    def _steps(self, n_features: int, transformed=None) -> CellSteps:
         C = self._n_clusters()
         return CellSteps(weights=self._given_weights(C), covariances=self._given_covariances(C, n_features),
                          refine=self._refine_settings(), full=self._family().full_cells,
                          tree_store=self.tree_store)
 
-    def _set_fitted(self, result, n_features) -> None:
-        super()._set_fitted(result, n_features)
+    def _set_fitted(self, result, n_features, transformed=None) -> None:
+        super()._set_fitted(result, n_features, transformed)
         self.refinement_ = result.extras.get("refinement", [])
 
 
@@ -231,7 +231,7 @@ class GreedyGaussianMixture(CellGaussianMixture):
             raise InvalidDataError(f"X_val has {X_val.shape[1]} features, X has {n_features}: the held-out rows "
                                    "must be rows of the same features")
 
-    def _steps(self, n_features: int) -> GreedySteps:
+    def _steps(self, n_features: int, transformed=None) -> GreedySteps:
         C = self._n_clusters()
         return GreedySteps(weights=self._given_weights(C), covariances=self._given_covariances(C, n_features),
                            refine=self._refine_settings(), full=self._family().full_cells,
@@ -240,9 +240,9 @@ class GreedyGaussianMixture(CellGaussianMixture):
                            min_improvement=self.min_improvement, X_val=self._X_val,
                            dense_family=FAMILIES[self.covariance_type])
 
-    def _set_fitted(self, result, n_features) -> None:
+    def _set_fitted(self, result, n_features, transformed=None) -> None:
         self._fitting = False
-        super()._set_fitted(result, n_features)
+        super()._set_fitted(result, n_features, transformed)
         self.components_ = result.extras.get("components", [])
 
 

@@ -205,7 +205,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         """Whether the fit starts from k-means' clusters (``init_params="kmeans"``, no ``means_init``)."""
         return self.init_params == "kmeans" and self.means_init is None
 
-    def _steps(self, n_features: int) -> MixtureSteps:
+    def _steps(self, n_features: int, transformed=None) -> MixtureSteps:
         C = self._n_clusters()
         return MixtureSteps(self._given_weights(C), self._given_covariances(C, n_features), self._kmeans_start())
 

@@ -7,16 +7,13 @@ import math
 import numpy as np
 
 from ..data import as_chunked_data
-from ..data.sources import pack_sketch
 from ..engine.cluster import connect
 from ..errors import InvalidDataError, InvalidParameterError
 from ..fit import check_coreset_fit
 from ..fit.sketch import SketchSteps
-from ..io import Location, describe_source, refuse_overlap, store_root
+from ..io import Location, refuse_overlap
 from ..kernels.infer import top_components
-from ..models import FAMILIES
-from ..models.inference import MixtureIndex
-from ..models.sketched import SKETCHED_COVARIANCE_TYPES, SketchedFamily
+from ..models.sketched import SKETCHED_COVARIANCE_TYPES
 from ..transforms.sketch import PRECONDITIONS, Sketch, SketchedData
 from .apply import ROW_BLOCK
 from .gaussian_mixture import GaussianMixture
@@ -112,16 +109,12 @@ class SketchedGaussianMixture(GaussianMixture):
 
     def fit(self, X, y=None, sample_weight=None, *, client=None, sketch_output=None, **kwargs):
         """Fit on raw rows ``X`` (sketched here in one pass: in memory, or into the zarr sketch store
-        ``sketch_output``) or on a :class:`~daskclust.transforms.SketchedData`. Other keywords as in
-        :meth:`GaussianMixture.fit`. Parameters are checked against the data before any work."""
+        ``sketch_output``) or on a :class:`~daskclust.transforms.SketchedData`, which is fitted as
+        :class:`GaussianMixture` fits any transform's rows (the sketched family reads them). Other
+        keywords as in :meth:`GaussianMixture.fit`. Parameters are checked against the data before any work."""
         self._validate_params()
         if isinstance(X, SketchedData):
-            if sample_weight is not None:
-                raise InvalidParameterError("a sketch carries its rows' weights: pass sample_weight when sketching")
-            self._sketched = X
-            self._sources = None if X.in_memory else {"url": store_root(X.values).url, "array": None}, None
-            return super().fit(X, client=client, **kwargs)
-        self._sources = describe_source(X), describe_source(sample_weight)
+            return super().fit(X, sample_weight=sample_weight, client=client, **kwargs)
         n_features = as_chunked_data(X, sample_weight).n_features
         sketcher = self.sketcher(n_features)
         self._check_initial_params(self._n_clusters(), n_features)
@@ -132,43 +125,19 @@ class SketchedGaussianMixture(GaussianMixture):
             refuse_overlap(sketch_location, "sketch", [Location.parse(o) for o in others if o is not None],
                            what="another output or input of the fit,")
         with connect(client, self.scheduler_address, security=self.security) as cl:
-            self._sketched = sketcher.fit_transform(X, sample_weight, client=cl, output=sketch_output,
-                                                    chunk_rows=self.chunk_rows, overwrite=kwargs.get("overwrite", False))
-            return super().fit(self._sketched, client=cl, **kwargs)
+            sketched = sketcher.fit_transform(X, sample_weight, client=cl, output=sketch_output,
+                                              chunk_rows=self.chunk_rows, overwrite=kwargs.get("overwrite", False))
+            return super().fit(sketched, client=cl, **kwargs)
 
     # hooks of the fit ---------------------------------------------------------
     def _absolute_tol(self) -> bool:
         return False
 
-    def _kmeans_start(self) -> bool:
-        return False  # seeded on sketches by k-means++ and the hard bootstrap (Kightley & Becker 2019)
-
-    def _family(self):
-        transform = getattr(self, "_sketched", None) or getattr(self, "sketch_transform_", None)
-        q = transform.n_kept if transform is not None else 1  # before a fit: only the layout matters
-        family = SketchedFamily(self.covariance_type, q)
-        return family if self.learn_weights is None else family.with_weights(bool(self.learn_weights))
-
-    def _dense_family(self):
-        """The same mixture on whole preconditioned rows (predict, score)."""
-        return FAMILIES[self.covariance_type]
-
-    def _chunked(self, X, sample_weight):
-        return X.chunked(self.chunk_rows, min_samples=self._n_clusters())
-
-    def _model_features(self, data) -> int:
-        return self._sketched.n_features
-
-    def _data_sources(self, X, sample_weight) -> tuple[dict | None, dict | None]:
-        """The raw data's and weights' locations when ``fit`` sketched them, else the sketch store's (which
-        holds the weights; None in memory)."""
-        return self._sources
-
-    def _steps(self, n_features: int) -> SketchSteps:
+    def _steps(self, n_features: int, transformed=None) -> SketchSteps:
         """Seeded on the sketches (or from ``means_init``), with the given weights and precisions."""
         C = self._n_clusters()
         return SketchSteps(weights=self._given_weights(C), covariances=self._given_covariances(C, n_features),
-                           transform=self._sketched.transform, means=self.means_init)
+                           transform=transformed.transform, means=self.means_init)
 
     def _check_initial_params(self, n_clusters, n_features):
         super()._check_initial_params(n_clusters, n_features)
@@ -181,9 +150,9 @@ class SketchedGaussianMixture(GaussianMixture):
     def _init_centres(self):
         return "random"  # the seeding is seed_sketches'; check_init needs a valid name
 
-    def _set_fitted(self, result, n_features) -> None:
-        super()._set_fitted(result, n_features)
-        self.sketch_transform_ = self._sketched.transform
+    def _set_fitted(self, result, n_features, transformed=None) -> None:
+        super()._set_fitted(result, n_features, transformed)
+        self.sketch_transform_ = transformed.transform
 
     def _stored_arrays(self) -> dict:
         t = self.sketch_transform_
@@ -218,10 +187,6 @@ class SketchedGaussianMixture(GaussianMixture):
         self._check_fitted()
         return self.sketch_transform_.invert(self.centres_)
 
-    def _index(self, exact: bool = False) -> MixtureIndex:
-        self._check_fitted()
-        return MixtureIndex(self._dense_family(), self._model(), exact)
-
     def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite, inputs=()):
         if isinstance(X, SketchedData):
             raise InvalidDataError(f"{kind} of sketches is not available: pass raw rows (they are preconditioned "
@@ -244,13 +209,13 @@ class SketchedGaussianMixture(GaussianMixture):
             raise InvalidDataError(f"the sketch was not taken with this model's sketch transform (model against "
                                    f"sketch: {', '.join(differing)}): its entries mean other features; sketch the "
                                    "rows with model.sketch_transform_ or predict on the raw rows")
-        kernel = SketchedFamily(self.covariance_type, X.n_kept).kernel_params(self._model())
+        kernel = X.family(self._family()).kernel_params(self._model())
+        rows = X.chunked()
         if X.in_memory:
-            packed = pack_sketch(X.values, X.indices, X.n_features)
+            packed = rows.source.array
             return np.concatenate([sketch_labels(packed[s:s + ROW_BLOCK], kernel)
                                    for s in range(0, len(packed), ROW_BLOCK)])
-        lazy = X.chunked().X
-        return lazy.map_blocks(sketch_labels, kernel, drop_axis=1, dtype=np.int32)
+        return rows.X.map_blocks(sketch_labels, kernel, drop_axis=1, dtype=np.int32)
 
     def sample(self, n_samples=1, random_state=None):
         """Rows drawn from the mixture (in the preconditioned space) mapped back to the raw space."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..data import as_chunked_data
 from ..engine.engine import Engine
 from ..errors import InvalidParameterError
 from .plan import FitPlan
@@ -44,12 +43,12 @@ def fit_with_coreset(client, data, spec: FitSpec, plan: FitPlan, progress: Progr
     m = spec.coreset
     builder = (spec.steps or FitSteps()).coreset_builder(spec, plan.seed)
     with Engine(data, client, memory_budget=spec.memory_budget, progress=bool(spec.verbose)) as engine:
-        rows, weights = builder.transform_engine(engine)
+        coreset = builder.transform_engine(engine)
         bytes_read = engine.bytes_read()
     progress.say(f"coreset: {m} rows of {data.n_samples} in {builder.seconds_:.2f} s, "
                  f"{builder.n_distances_} distances")
 
-    small = as_chunked_data(rows, weights, min_samples=spec.n_clusters)
+    small = coreset.chunked(min_samples=spec.n_clusters)
     on_coreset = replace(plan, record=replace(plan.record, fingerprint=dict(plan.record.fingerprint)), checkpointer=None, resumed=None, state_store=None,
                          shared_inputs=[], shared_outputs=[])
     progress.phase(small.nbytes, spec.max_iter + spec.n_init_esteps + 1)
@@ -59,8 +58,8 @@ def fit_with_coreset(client, data, spec: FitSpec, plan: FitPlan, progress: Progr
     progress.phase(data.nbytes, spec.refine_iter + 1)
     progress.say(f"full data: {spec.refine_iter} refining iteration(s) at most")
     second = run_once(client, data, refine, replace(plan, seed=first.seed), progress, start_params=first.params)
-    coreset = CoresetFigures(m, builder.seconds_, builder.n_distances_, float(weights.sum()),
+    figures = CoresetFigures(m, builder.seconds_, builder.n_distances_, float(coreset.weights.sum()),
                              second.seeding.n_distances)  # phase 2's first pass
     seeding = first.seeding.plus(second.seeding.seconds, second.seeding.n_distances)
-    return replace(second, history=first.history + second.history, seeding=seeding, coreset=coreset,
+    return replace(second, history=first.history + second.history, seeding=seeding, coreset=figures,
                    bytes_read=bytes_read + first.bytes_read + second.bytes_read)

@@ -2,7 +2,7 @@
 
 A sketch row is y = R^T x~, the Q entries of the preconditioned row x~ at its indices i_1 .. i_Q
 (:mod:`daskclust.transforms.sketch`); the kernels read it packed, values then indices
-(:func:`~daskclust.data.sources.pack_sketch`). The model lives in the full P-dimensional
+(:func:`~daskclust.transforms.sketch.pack_sketch`). The model lives in the full P-dimensional
 preconditioned space, and a row's likelihood is that of its observed entries (Kightley & Becker 2019 Eqs. 14-16,
 diagonal case): with S_c = diag(s_c),
 

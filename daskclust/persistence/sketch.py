@@ -8,7 +8,7 @@ operator: P, Q, the sign flips, the shared features, the preconditioning, the se
 ``daskclust_write`` (an id of the write). The workers write the rows of their chunks into their
 own store chunks; the store is marked complete when the pass has ended. Reading checks the marks,
 the arrays and every chunk's presence; the indices are range-checked as they are read
-(:func:`daskclust.data.sources.pack_sketch`) and the transform by its own class.
+(:func:`daskclust.transforms.sketch.pack_sketch`) and the transform by its own class.
 """
 
 from __future__ import annotations

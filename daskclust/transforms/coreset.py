@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import as_chunked_data
+from ..data import ChunkedData, as_chunked_data
 from ..data.ranges import check_not_too_small
 from ..engine.cluster import connect
 from ..engine.engine import Engine
@@ -28,6 +28,7 @@ from ..engine.ops import Chunk, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
 from ..kernels.rng import stream_key
 from ..kernels.validation import max_abs
+from ..models import Family
 from ..names import STREAM_CORESET_ROWS, STREAM_CORESET_SPLIT
 from ..seeding.passes import chunk_weights
 
@@ -40,6 +41,10 @@ class RowGeometry:
         self.n_features = n_features
         self.width = n_features
         self.row_width = n_features
+
+    def family(self, family: Family) -> Family:
+        """The family that reads these rows: ``family`` itself (they are feature vectors)."""
+        return family
 
     def sums(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
         """What pass 1 adds up per chunk besides the weight: sum_x w(x) x."""
@@ -149,6 +154,45 @@ class DrawOp:
     merge = staticmethod(merge_row_lists)
 
 
+@dataclass(frozen=True, eq=False)
+class CoresetRows:
+    """A lightweight coreset (:class:`~daskclust.transforms.interface.Transformed`): m rows of the data in
+    their source order, float64 (as the data's rows are, dense or packed sketches, ``geometry`` says) and
+    their weights w(x) / (m q(x)); sums over them estimate the data's weighted sums without bias."""
+
+    rows: np.ndarray
+    weights: np.ndarray
+    geometry: RowGeometry
+
+    @property
+    def n_samples(self) -> int:
+        """m, the rows drawn."""
+        return len(self.rows)
+
+    @property
+    def n_features(self) -> int:
+        """The dimension of a model fitted on them (P for sketched rows)."""
+        return self.geometry.n_features
+
+    @property
+    def sources(self) -> tuple[None, None]:
+        """A coreset is held in memory."""
+        return None, None
+
+    def chunked(self, chunk_rows: int | None = None, min_samples: int = 1) -> ChunkedData:
+        """The rows and their weights as the engine's data."""
+        return as_chunked_data(self.rows, self.weights, chunk_rows=chunk_rows, min_samples=min_samples)
+
+    def family(self, family: Family) -> Family:
+        """The family that reads the rows (the sketched family for a coreset of sketches)."""
+        return self.geometry.family(family)
+
+    def __array__(self, dtype=None, copy=None):
+        """The rows (numpy's array protocol): ``predict``, ``score`` and ``transform`` take a coreset as
+        they take rows."""
+        return self.rows if dtype is None else self.rows.astype(dtype)
+
+
 class LightweightCoreset:
     """A lightweight coreset of ``size`` weighted rows (Exarchakis et al. 2022; see the module docstring).
 
@@ -186,15 +230,16 @@ class LightweightCoreset:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise InvalidParameterError(f"random_state must be a non-negative integer, got {seed!r}")
 
-    def fit_transform(self, X, sample_weight=None, *, client=None, chunk_rows=None):
-        """The coreset of ``X`` (any input the estimators take): ``(rows, weights)``, rows of shape
-        (m, D) float64 in their source order and their weights of shape (m,)."""
+    def fit_transform(self, X, sample_weight=None, *, client=None, chunk_rows=None) -> CoresetRows:
+        """The coreset of ``X`` (any input the estimators take), which every estimator fits as it fits
+        data (``fit(coreset)``): :class:`CoresetRows`, m rows of shape (m, D) float64 in their source
+        order and their weights of shape (m,)."""
         self.check_size()
         data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, min_samples=1)
         with connect(client, None) as cl, Engine(data, cl, progress=bool(self.verbose)) as engine:
             return self.transform_engine(engine)
 
-    def transform_engine(self, engine: Engine):
+    def transform_engine(self, engine: Engine) -> CoresetRows:
         """The three passes on an open :class:`~daskclust.engine.engine.Engine` over the data
         (what ``fit_transform`` runs, for callers that already hold one; its passes are the
         engine's ``"coreset"`` phase)."""
@@ -220,4 +265,4 @@ class LightweightCoreset:
         self.n_distances_ = int(masses[:, 2].sum()) + int(np.diff(data.bounds)[counts > 0].sum())
         self.seconds_ = time.perf_counter() - t0
         order = np.lexsort((drawn["draw"], drawn["row"]))
-        return drawn["X"][order], drawn["w"][order]
+        return CoresetRows(drawn["X"][order], drawn["w"][order], geometry)

@@ -17,7 +17,8 @@ preconditioned space are estimated from the sketches (one pass; see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import dask.array as da
 import numpy as np
@@ -27,14 +28,16 @@ from numba import njit
 from ..data import ChunkedData, as_chunked_data
 from ..data.chunking import row_bounds
 from ..data.ranges import check_not_too_small
-from ..data.sources import BlockSource, check_sketch_indices, pack_sketch
+from ..data.sources import BlockSource, PackedArrays
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
-from ..io import Location, check_target, input_stores, writing
+from ..io import Location, check_target, describe_source, input_stores, store_root, writing
 from ..kernels.rng import randint, stream_key
 from ..kernels.validation import max_abs
+from ..models import Family
+from ..models.sketched import SKETCHED_COVARIANCE_TYPES, SketchedFamily
 from ..names import STREAM_SKETCH_ROWS, STREAM_SKETCH_SHARED, STREAM_SKETCH_SIGNS
 from ..persistence.sketch import create_sketch_store, open_sketch_store, write_sketch_rows
 
@@ -78,6 +81,33 @@ def draw_indices(key, rows, free, shared, n_draw, out):
                 out[i, k + 1] = out[i, k]
                 k -= 1
             out[i, k + 1] = v
+
+
+def pack_sketch(values: np.ndarray, indices: np.ndarray, n_features: int) -> np.ndarray:
+    """Sketch rows as the E-step kernels read them: (n, 2Q) float64, values then indices (exact as floats
+    below 2^53), so a sketch row is one row of the engine's chunks (the ``pack`` of its :class:`~daskclust.data.sources.PackedArrays`).
+
+    The kernels index P-long arrays with the indices: every index is checked to lie in [0, P) first
+    (InvalidDataError otherwise), as are the shapes of the two blocks.
+    """
+    values, indices = np.asarray(values), np.asarray(indices)
+    if values.ndim != 2 or indices.shape != values.shape:
+        raise InvalidDataError(f"a sketch's values {values.shape} and indices {indices.shape} must be two arrays of "
+                               "the same (rows, Q) shape")
+    check_sketch_indices(indices, n_features)
+    return np.ascontiguousarray(np.hstack([values.astype(np.float64, copy=False),
+                                           indices.astype(np.float64, copy=False)]))
+
+
+def check_sketch_indices(indices: np.ndarray, n_features: int) -> None:
+    """Refuse sketch indices that are not integers in [0, P) (InvalidDataError): the kernels index
+    P-long arrays with them."""
+    if indices.dtype.kind not in "iu":
+        raise InvalidDataError(f"a sketch's indices must be integers, not {indices.dtype}")
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= n_features):
+        raise InvalidDataError(f"a sketch's indices must lie in [0, {n_features}) (the sketched rows' features); "
+                               f"found {int(indices.min())} .. {int(indices.max())}: the sketch is damaged or does "
+                               "not belong to its transform")
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,6 +221,15 @@ class SketchTransform:
                    fields["seed"])
 
 
+def sketched_family(family: Family, n_kept: int) -> Family:
+    """The sketched family fitting ``family``'s model on packed sketch rows of ``n_kept`` entries
+    (Kightley & Becker 2019's diagonal and spherical cases; InvalidParameterError for the others)."""
+    if family.name not in SKETCHED_COVARIANCE_TYPES:
+        raise InvalidParameterError(f"sketches are fitted with covariance_type in {SKETCHED_COVARIANCE_TYPES}, "
+                                    f"not {family.name!r}")
+    return SketchedFamily(family.name, n_kept).with_weights(family.learn_weights)
+
+
 class SketchGeometry:
     """How a lightweight coreset measures packed sketch rows (:class:`~daskclust.transforms.coreset.RowGeometry`'s
     interface): the mean in the P-dimensional preconditioned space, feature by feature over the rows
@@ -203,6 +242,10 @@ class SketchGeometry:
         self.n_features, self.n_kept = n_features, n_kept
         self.width = 2 * n_features
         self.row_width = 2 * n_kept
+
+    def family(self, family: Family) -> Family:
+        """The family that reads these rows: the sketched family (:func:`sketched_family`)."""
+        return sketched_family(family, self.n_kept)
 
     def _split(self, X):
         Q = self.n_kept
@@ -242,6 +285,8 @@ class SketchedData:
     indices: object
     weights: object | None
     transform: SketchTransform
+    taken_from: tuple[dict | None, dict | None] = (None, None)
+    """Where the raw rows and weights of an in-memory sketch are stored (:func:`~daskclust.io.describe_source`)."""
 
     def __post_init__(self):
         """Refuse arrays that disagree with each other or with the transform (before any kernel reads them);
@@ -276,6 +321,17 @@ class SketchedData:
         return self.transform.n_features
 
     @property
+    def sources(self) -> tuple[dict | None, dict | None]:
+        """Where the sketch is stored (its store holds the weights), else where its raw rows were."""
+        if self.in_memory:
+            return self.taken_from
+        return {"url": store_root(self.values).url, "array": None}, None
+
+    def family(self, family: Family) -> Family:
+        """The sketched family of ``family``'s model, reading the sketches' packed rows (:func:`sketched_family`)."""
+        return sketched_family(family, self.n_kept)
+
+    @property
     def in_memory(self) -> bool:
         """True for numpy values and indices, False for a (lazy) sketch store."""
         return isinstance(self.values, np.ndarray)
@@ -287,7 +343,7 @@ class SketchedData:
         return cls(values, indices, weights, SketchTransform.from_attrs(transform))
 
     def chunked(self, chunk_rows: int | None = None, min_samples: int = 1) -> ChunkedData:
-        """The sketch as the engine's data: rows packed by :func:`~daskclust.data.sources.pack_sketch`, read by the workers from the
+        """The sketch as the engine's data: rows packed by :func:`pack_sketch`, read by the workers from the
         store (or pushed from memory), weights alongside."""
         Q = self.n_kept
         if self.n_samples < max(1, min_samples):
@@ -299,7 +355,8 @@ class SketchedData:
         rows = int(chunk_rows or self.values.chunks[0])
         lazy = da.concatenate([da.from_zarr(self.values, chunks=(rows, Q)).astype(np.float64),
                                da.from_zarr(self.indices, chunks=(rows, Q)).astype(np.float64)], axis=1)
-        source = BlockSource("sketch", (self.values, self.indices, self.n_features), np.dtype(np.float64))
+        packed = PackedArrays((self.values, self.indices), partial(pack_sketch, n_features=self.n_features))
+        source = BlockSource("packed", packed, np.dtype(np.float64))
         weights = weight_source = None
         if self.weights is not None:
             weights = da.from_zarr(self.weights, chunks=(rows,))
@@ -405,14 +462,11 @@ class Sketch:
         """
         data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, storage_options=storage_options)
         self.check(data.n_features)
-        transform = SketchTransform.draw(data.n_features, int(self.n_kept), int(self.n_shared), self.precondition,
-                                         int(self.random_state))
         if output is None:
-            with connect(client, None) as cl, self._engine(data, cl) as engine, engine.phase("sketch"):
-                acc = engine.map_reduce(SketchOp(transform, None))
-            check_not_too_small(acc["max_abs"][0], data.dtype, data.n_features)
-            weights = acc["w"] if data.weights is not None else None
-            return SketchedData(acc["values"].astype(data.dtype), acc["indices"], weights, transform)
+            with connect(client, None) as cl, self._engine(data, cl) as engine:
+                sketched = self.transform_engine(engine)
+            return replace(sketched, taken_from=(describe_source(X), describe_source(sample_weight)))
+        transform = self._draw(data.n_features)
         data = regular_chunks(data, X, sample_weight, storage_options)
         location = Location.parse(output, storage_options)
         inputs = input_stores(X)  # empty for data in memory
@@ -423,6 +477,23 @@ class Sketch:
                 acc = engine.map_reduce(SketchOp(transform, target))
             check_not_too_small(acc["max_abs"][0], data.dtype, data.n_features)  # before the store is committed
         return SketchedData.open(location.url, storage_options)
+
+    def transform_engine(self, engine: Engine) -> SketchedData:
+        """The one pass on an open :class:`~daskclust.engine.engine.Engine` over the data (the engine's
+        ``"sketch"`` phase), the sketch kept in memory."""
+        data = engine.data
+        self.check(data.n_features)
+        transform = self._draw(data.n_features)
+        with engine.phase("sketch"):
+            acc = engine.map_reduce(SketchOp(transform, None))
+        check_not_too_small(acc["max_abs"][0], data.dtype, data.n_features)
+        weights = acc["w"] if data.weights is not None else None
+        return SketchedData(acc["values"].astype(data.dtype), acc["indices"], weights, transform)
+
+    def _draw(self, n_features: int) -> SketchTransform:
+        """This sketch's operator for rows of ``n_features`` features (from its seed's streams)."""
+        return SketchTransform.draw(n_features, int(self.n_kept), int(self.n_shared), self.precondition,
+                                    int(self.random_state))
 
     def _engine(self, data: ChunkedData, client) -> Engine:
         """The engine of the pass: numpy rows pushed to the workers, others read once where they are."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import daskclust
 from daskclust.engine.ops import Chunk
 from daskclust.errors import InvalidDataError, InvalidParameterError
 from daskclust.transforms import LightweightCoreset
@@ -54,19 +55,34 @@ def test_same_coreset_on_one_and_two_workers(client, client_one_worker):
     X, _ = birch(25, points=80, seed=3)
     a = LightweightCoreset(500, random_state=4).fit_transform(X, client=client, chunk_rows=300)
     b = LightweightCoreset(500, random_state=4).fit_transform(X, client=client_one_worker, chunk_rows=300)
-    np.testing.assert_array_equal(a[0], b[0])
-    np.testing.assert_array_equal(a[1], b[1])
-    assert a[0].shape == (500, 2)
+    np.testing.assert_array_equal(a.rows, b.rows)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    assert a.rows.shape == (500, 2)
 
 
 def test_coreset_of_weighted_input_and_of_a_coreset(client):
     X, _ = birch(25, points=80, seed=5)
     w = np.random.default_rng(6).uniform(0.0, 3.0, len(X))
-    rows, weights = LightweightCoreset(800, random_state=1).fit_transform(X, sample_weight=w, client=client)
-    assert abs(weights.sum() / w.sum() - 1) < 0.1
-    rows2, weights2 = LightweightCoreset(200, random_state=2).fit_transform(rows, sample_weight=weights,
-                                                                             client=client)
-    assert rows2.shape == (200, 2) and abs(weights2.sum() / w.sum() - 1) < 0.2
+    first = LightweightCoreset(800, random_state=1).fit_transform(X, sample_weight=w, client=client)
+    assert abs(first.weights.sum() / w.sum() - 1) < 0.1
+    second = LightweightCoreset(200, random_state=2).fit_transform(first.rows, sample_weight=first.weights,
+                                                                    client=client)
+    assert second.rows.shape == (200, 2) and abs(second.weights.sum() / w.sum() - 1) < 0.2
+
+
+def test_an_estimator_fits_a_coreset_as_its_weighted_rows(client):
+    """A transform's rows are fitted as data (weights travelling with them): fit(coreset) is the fit of
+    the coreset's rows with their weights, and predict takes the coreset as rows."""
+    X, _ = birch(16, points=60, seed=8)
+    coreset = LightweightCoreset(400, random_state=3).fit_transform(X, client=client)
+    model = daskclust.KMeans(16, random_state=0, search="full").fit(coreset, client=client)
+    same = daskclust.KMeans(16, random_state=0, search="full").fit(coreset.rows, sample_weight=coreset.weights,
+                                                                   client=client)
+    np.testing.assert_allclose(model.cluster_centers_, same.cluster_centers_, rtol=1e-12)
+    np.testing.assert_array_equal(model.labels_, same.labels_)
+    assert model.training_data_["source"] is None
+    with pytest.raises(InvalidParameterError, match="carries its rows' weights"):
+        daskclust.KMeans(16).fit(coreset, sample_weight=coreset.weights, client=client)
 
 
 def test_bad_input_is_refused(client):
