@@ -380,3 +380,25 @@ def reference_greedy(P, w, n_clusters, n_trials, key):
         chosen.append(best)
         d2 = np.minimum(d2, D2[best])
     return np.array(chosen)
+
+
+def mixture_data(seed=0, n=900, D=3, C=6):
+    """C anisotropic, unequally sized Gaussian clusters."""
+    rng = np.random.default_rng(seed)
+    means = rng.uniform(-12, 12, (C, D))
+    sizes = rng.multinomial(n, rng.dirichlet(np.full(C, 3.0)))
+    rows = []
+    for c in range(C):
+        A = rng.standard_normal((D, D)) * rng.uniform(0.3, 1.5, D)
+        rows.append(means[c] + rng.standard_normal((sizes[c], D)) @ A)
+    X = np.concatenate(rows)
+    return X[rng.permutation(len(X))]
+
+
+def assert_same_mixture(a, b):
+    """The same fitted mixture: parameters to 1e-12, iterations, and the free energy of every iteration."""
+    for name in ("weights_", "means_", "covariances_"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-12)
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_allclose([r["free_energy"] for r in a.history_], [r["free_energy"] for r in b.history_],
+                               rtol=1e-12)

@@ -24,27 +24,36 @@ FullParams = namedtuple("FullParams", ["means", "chol_inv", "const"])
 """(C, D) means, (C, D, D) M_c = L_c^-1 (lower triangular) and (C,) log det Sigma_c - 2 log pi_c."""
 
 
-def _cost(x, c, params):
-    mu = params.means[c]
-    M = params.chol_inv[c]
+@njit(cache=True, nogil=True)
+def whitened_sq_norm(x, mu, M):
+    """||M (x - mu)||^2 for a lower-triangular M: the squared Mahalanobis distance when M = L^-1, Sigma = L L^T."""
     s = 0.0
     for k in range(x.shape[0]):
         z = 0.0
         for j in range(k + 1):
             z += M[k, j] * (float(x[j]) - mu[j])
         s += z * z
-    return s + params.const[c]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def add_centred_outer(x, wq, mu, S2):
+    """S2 += wq (x - mu)(x - mu)^T, upper triangle."""
+    for j in range(x.shape[0]):
+        tj = wq * (float(x[j]) - mu[j])
+        for k in range(j, x.shape[0]):
+            S2[j, k] += tj * (float(x[k]) - mu[k])
+
+
+def _cost(x, c, params):
+    return whitened_sq_norm(x, params.means[c], params.chol_inv[c]) + params.const[c]
 
 
 def _add_point(x, wq, c, value, params, stats):
     stats[0][c] += wq
-    mu = params.means[c]
-    S2 = stats[2][c]
     for j in range(x.shape[0]):
         stats[1][c, j] += wq * x[j]
-        tj = wq * (float(x[j]) - mu[j])
-        for k in range(j, x.shape[0]):
-            S2[j, k] += tj * (float(x[k]) - mu[k])
+    add_centred_outer(x, wq, params.means[c], stats[2][c])
 
 
 register(FullParams, cost=_cost, add_point=_add_point)

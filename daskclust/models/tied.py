@@ -25,7 +25,7 @@ import numpy as np
 
 from ..kernels.estep import N_SCALARS
 from .base import Params, SuffStats, updated_means
-from .full import inverted_precision_matrices, lower_inverse, matrix_problem
+from .full import add_centred_outer, inverted_precision_matrices, lower_inverse, matrix_problem, whitened_sq_norm
 from .gaussian import WeightedFamily, ill_defined, log_weights
 from .overloads import register
 
@@ -34,27 +34,15 @@ TiedParams = namedtuple("TiedParams", ["means", "chol_inv", "const"])
 
 
 def _cost(x, c, params):
-    mu = params.means[c]
-    M = params.chol_inv
-    s = 0.0
-    for k in range(x.shape[0]):
-        z = 0.0
-        for j in range(k + 1):
-            z += M[k, j] * (float(x[j]) - mu[j])
-        s += z * z
-    return s + params.const[c]
+    return whitened_sq_norm(x, params.means[c], params.chol_inv) + params.const[c]
 
 
 def _add_point(x, wq, c, value, params, stats):
     """S0[c] += wq, S1[c] += wq x, and the one shared S2 += wq (x - mu_c)(x - mu_c)^T (upper triangle)."""
     stats[0][c] += wq
-    mu = params.means[c]
-    S2 = stats[2]
     for j in range(x.shape[0]):
         stats[1][c, j] += wq * x[j]
-        tj = wq * (float(x[j]) - mu[j])
-        for k in range(j, x.shape[0]):
-            S2[j, k] += tj * (float(x[k]) - mu[k])
+    add_centred_outer(x, wq, params.means[c], stats[2])
 
 
 register(TiedParams, cost=_cost, add_point=_add_point)

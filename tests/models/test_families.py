@@ -24,23 +24,10 @@ from daskclust.models import FAMILIES
 from daskclust.persistence import checkpoint
 
 from conftest import Interrupt, interrupt_at
-from reference import gaussian_em_step
+from reference import assert_same_mixture, gaussian_em_step, mixture_data
 
 FAMILY_NAMES = ("spherical", "diag", "full")
 SEARCHES = ("full", "exhaustive", "estimated", "sampled")
-
-
-def mixture_data(seed=0, n=900, D=3, C=6):
-    """C anisotropic, unequally sized Gaussian clusters."""
-    rng = np.random.default_rng(seed)
-    means = rng.uniform(-12, 12, (C, D))
-    sizes = rng.multinomial(n, rng.dirichlet(np.full(C, 3.0)))
-    rows = []
-    for c in range(C):
-        A = rng.standard_normal((D, D)) * rng.uniform(0.3, 1.5, D)
-        rows.append(means[c] + rng.standard_normal((sizes[c], D)) @ A)
-    X = np.concatenate(rows)
-    return X[rng.permutation(len(X))]
 
 
 def initial_parameters(X, C, cov_type, seed=1):
@@ -170,15 +157,7 @@ def test_free_energy_never_decreases(client, cov_type, search, weighted, dtype, 
     assert F[-1] > F[0] + (0.05 if init_params == "seeding" else 0.0)  # it learns something
 
 
-def assert_same_mixture(a, b):
-    for name in ("weights_", "means_", "covariances_"):
-        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-12)
-    assert a.n_iter_ == b.n_iter_
-    np.testing.assert_allclose([r["free_energy"] for r in a.history_], [r["free_energy"] for r in b.history_],
-                               rtol=1e-12)
-
-
-@pytest.mark.parametrize("cov_type", FAMILY_NAMES)
+@pytest.mark.parametrize("cov_type", FAMILY_NAMES + ("tied",))
 def test_same_model_on_one_and_two_workers_and_after_resume(client, client_one_worker, tmp_path, X, cov_type):
     def model(**kw):
         return daskclust.GaussianMixture(8, covariance_type=cov_type, n_truncated=2, random_state=5, tol=0,

@@ -1,7 +1,7 @@
 """The tied family (one covariance shared by all components, scikit-learn's "tied"): its kernels
 against numpy, exact EM against scikit-learn and a weighted numpy EM from the same start, monotone
 truncated EM under every search, scikit-learn's attributes and estimator checks, inference, sampling,
-saving, resuming, and the estimators that do not fit it refusing it."""
+saving, and the estimators that do not fit it refusing it (one or two workers and resuming: test_families)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,8 @@ from daskclust.kernels.estep import LSE, QE, W, estep_full
 from daskclust.models import FAMILIES, Params
 from daskclust.models.inference import SCORE_TOLERANCE, MixtureIndex
 from daskclust.models.tied import TiedParams
-from daskclust.persistence import checkpoint
 
-from conftest import Interrupt, interrupt_at
-from reference import gaussian_log_joint
+from reference import assert_same_mixture, gaussian_log_joint, mixture_data
 
 SEARCHES = ("full", "exhaustive", "estimated", "sampled")
 EXPECTED_FAILED_CHECKS = {
@@ -34,27 +32,6 @@ EXPECTED_FAILED_CHECKS = {
     ),
 }
 TIED = FAMILIES["tied"]
-
-
-def mixture_data(seed=0, n=900, D=3, C=6):
-    """C anisotropic, unequally sized Gaussian clusters (the data of tests/models/test_families.py)."""
-    rng = np.random.default_rng(seed)
-    means = rng.uniform(-12, 12, (C, D))
-    sizes = rng.multinomial(n, rng.dirichlet(np.full(C, 3.0)))
-    rows = []
-    for c in range(C):
-        A = rng.standard_normal((D, D)) * rng.uniform(0.3, 1.5, D)
-        rows.append(means[c] + rng.standard_normal((sizes[c], D)) @ A)
-    X = np.concatenate(rows)
-    return X[rng.permutation(len(X))]
-
-
-def assert_same_mixture(a, b):
-    for name in ("weights_", "means_", "covariances_"):
-        np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-12)
-    assert a.n_iter_ == b.n_iter_
-    np.testing.assert_allclose([r["free_energy"] for r in a.history_], [r["free_energy"] for r in b.history_],
-                               rtol=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -215,21 +192,6 @@ def test_kmeans_start_is_the_pooled_covariance_of_the_k_means_clusters(client, X
     np.testing.assert_allclose(start.means_, km.cluster_centers_, rtol=0, atol=1e-10)
     np.testing.assert_allclose(start.weights_, np.bincount(labels, minlength=C) / len(X), rtol=1e-12)
     np.testing.assert_allclose(start.covariances_, diff.T @ diff / len(X) + reg * np.eye(X.shape[1]), rtol=1e-9)
-
-
-def test_same_model_on_one_and_two_workers_and_after_resume(client, client_one_worker, tmp_path, X):
-    def model(**kw):
-        return daskclust.GaussianMixture(8, covariance_type="tied", n_truncated=2, random_state=5, tol=0,
-                                         max_iter=8, chunk_rows=200, **kw)
-
-    two = model().fit(X, client=client)
-    one = model().fit(X, client=client_one_worker)
-    assert_same_mixture(two, one)
-    with pytest.raises(Interrupt):
-        model(callback=interrupt_at(5)).fit(X, client=client, checkpoint=tmp_path / "run", checkpoint_every=2)
-    assert checkpoint.list_checkpoints(str(tmp_path / "run"))[-1] == "ckpt-000004"
-    resumed = model().fit(X, client=client, resume=tmp_path / "run")
-    assert_same_mixture(two, resumed)
 
 
 # -- scikit-learn's attributes, inference, sampling, saving ----------------------------------------------
