@@ -46,7 +46,7 @@ CORESET = 2**12
 SEEDS = (0, 1, 2)
 TABLE1_SETS = (("sipu_birch1", 100), ("sipu_birch3", 100), ("uci_letter", 26),
                ("BIRCH grid N=10^6", 100), ("blobs N=10^6 D=16", 100))
-SEED003 = ("Exarchakis et al. 2022 Table 1 (2^12 coreset, M = 500, D-GMM): KDD 12.0 % at x622, CIFAR-10 8.0 % at x732; "
+EXARCHAKIS_2022_TABLE_1 = ("Exarchakis et al. 2022 Table 1 (2^12 coreset, M = 500, D-GMM): KDD 12.0 % at x622, CIFAR-10 8.0 % at x732; "
            "k-means + lwcs: KDD 14.0 % at x35.1, CIFAR-10 7.0 % at x48.9")
 FRACTIONS = (0.04, 0.06, 0.10, 0.20, 0.50)
 TRIALS = 5
@@ -113,7 +113,7 @@ def coreset_table(client) -> Table:
                                f"{a[:, 0].mean():.1f} +- {a[:, 0].std():.1f}",
                                f"x{a[:, 1].mean():.1f} +- {a[:, 1].std():.1f}", f"x{a[:, 2].mean():.1f}",
                                f"{a[:, 3].mean():.1f}", float(a[:, 4].mean())])
-    table.notes.append(SEED003)
+    table.notes.append(EXARCHAKIS_2022_TABLE_1)
     table.notes.append(f"mean +- std over seeds {SEEDS}; eta: quantization error of the fit's centres on the full "
                        "data relative to the baseline's; speedup: baseline distances (k-means|| seeding and Lloyd) / "
                        "the coreset fit's (construction: 2 N distances to the mean, + seeding and EM on the m rows); "
