@@ -24,7 +24,7 @@ FullParams = namedtuple("FullParams", ["means", "chol_inv", "const"])
 """(C, D) means, (C, D, D) M_c = L_c^-1 (lower triangular) and (C,) log det Sigma_c - 2 log pi_c."""
 
 
-@njit(cache=True, nogil=True)
+@njit(inline="always")
 def whitened_sq_norm(x, mu, M):
     """||M (x - mu)||^2 for a lower-triangular M: the squared Mahalanobis distance when M = L^-1, Sigma = L L^T."""
     s = 0.0
@@ -36,7 +36,7 @@ def whitened_sq_norm(x, mu, M):
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(inline="always")
 def add_centred_outer(x, wq, mu, S2):
     """S2 += wq (x - mu)(x - mu)^T, upper triangle."""
     for j in range(x.shape[0]):
