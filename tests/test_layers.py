@@ -144,17 +144,21 @@ def test_no_circles_of_modules():
     assert not circles(graph), circles(graph)
 
 
-def test_the_checks_see_an_uphill_import_and_a_circle(monkeypatch):
-    """The rules are not vacuous: an engine module importing the estimators is caught, and so is
-    the circle it closes (the estimators import the engine)."""
-    engine = PACKAGE / "engine" / "engine.py"
+def append_to_source(monkeypatch, target: Path, line: str) -> None:
+    """Make the checks read ``target`` with ``line`` appended (after a blank line), the file untouched."""
     original = Path.read_text
 
     def read_text(self, encoding=None):
         text = original(self, encoding=encoding)
-        return text + "\nfrom ..estimators.base import TruncatedEMEstimator\n" if self == engine else text
+        return text + f"\n{line}\n" if self == target else text
 
     monkeypatch.setattr(Path, "read_text", read_text)
+
+
+def test_the_checks_see_an_uphill_import_and_a_circle(monkeypatch):
+    """The rules are not vacuous: an engine module importing the estimators is caught, and so is
+    the circle it closes (the estimators import the engine)."""
+    append_to_source(monkeypatch, PACKAGE / "engine" / "engine.py", "from ..estimators.base import TruncatedEMEstimator")
     with pytest.raises(AssertionError, match=r"engine/engine.py:\d+ imports daskclust.estimators.base"):
         test_imports_run_downhill_only()
     with pytest.raises(AssertionError, match="daskclust.engine.engine"):
@@ -186,14 +190,9 @@ def test_only_the_store_modules_call_zarr():
 def test_the_zarr_check_sees_an_import(monkeypatch):
     """The rule is not vacuous: a search module importing zarr is caught."""
     target = PACKAGE / "search" / "pairs.py"
-    original = Path.read_text
-
-    def read_text(self, encoding=None):
-        text = original(self, encoding=encoding)
-        return text + "\nimport zarr\n" if self == target else text
-
-    monkeypatch.setattr(Path, "read_text", read_text)
-    assert zarr_importers() == [f"daskclust/search/pairs.py:{len(original(target).splitlines()) + 2}"]
+    n_lines = len(target.read_text(encoding="utf-8").splitlines())
+    append_to_source(monkeypatch, target, "import zarr")
+    assert zarr_importers() == [f"daskclust/search/pairs.py:{n_lines + 2}"]
 
 
 def test_no_test_module_imports_another():
