@@ -42,7 +42,7 @@ UNUSED = {
 """Parameters an estimator accepts but does not use (its docstring or its fit says so): refused here."""
 
 KINDS = {
-    "init": Choice(tuple(SEEDINGS)),
+    "init": Choice(("auto", *SEEDINGS)),  # "auto": GaussianMixture's per-family default
     "n_kept": IntegerOrFraction(),
     "state_store": Text("PATH"),
     "tree_store": Text("PATH"),

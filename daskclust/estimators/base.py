@@ -95,7 +95,9 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         return False
 
     def _init_centres(self):
-        """The seeding method, or the initial centres."""
+        """The seeding method ("auto": the family's ``default_init``), or the initial centres."""
+        if isinstance(self.init, str) and self.init == "auto":
+            return self._family().default_init
         return self.init
 
     def _check_initial_params(self, n_clusters: int, n_features: int) -> None:

@@ -83,15 +83,17 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         GaussianMixture rule and default. On small data sets held-out likelihood is higher
         with it than with a tighter rule (the ``realdata-mixtures`` bench): the later iterations
         fit the training rows' noise.
-    init : {"k-means++", "k-means||", "afkmc2", "random"} or array of shape (C, D), default="k-means++"
-        The seeding the k-means start begins from (:mod:`daskclust.seeding`). The default is
-        scikit-learn's: greedy k-means++ with 2 + ln C candidates per centre, on every row while
-        that costs the driver little (S C (2 + ln C) D <= 2^29 multiply-adds for S = N), else on a
-        weighted sample of S rows; two passes over the data. A mixture started from k-means from
-        these seeds reaches scikit-learn's held-out likelihood; from the seeds of
-        :class:`daskclust.KMeans`'s default "k-means||", whose restarts and Lloyd steps lower the
-        k-means cost further, it is lower on most real sets (the ``realdata-mixtures`` bench, which
-        fits both).
+    init : {"auto", "k-means++", "k-means||", "afkmc2", "random"} or array of shape (C, D), default="auto"
+        The seeding the k-means start begins from (:mod:`daskclust.seeding`). "auto" is the
+        family's measured best: for "spherical", "diag", "full" and "tied" scikit-learn's greedy
+        k-means++ with 2 + ln C candidates per centre, on every row while that costs the driver
+        little (S C (2 + ln C) D <= 2^29 multiply-adds for S = N), else on a weighted sample of S
+        rows; two passes over the data. A mixture with learned variances started from k-means from
+        these seeds reaches scikit-learn's held-out likelihood; from the seeds of "k-means||",
+        whose restarts and Lloyd steps lower the k-means cost further, it is lower on most real
+        sets (the ``realdata-mixtures`` bench, which fits both). For "isotropic", whose cost is
+        k-means' own, "k-means||": its quantization error is lower from those seeds (the
+        ``wallclock`` bench's BIRCH C=1024 gate).
     n_init, max_iter, random_state, oversampling_factor, init_rounds, chain_length,
     chunk_rows, memory_budget, state, state_store, scheduler_address, security, verbose, callback
         As in :class:`daskclust.KMeans` (default ``max_iter=100``); ``n_init`` keeps
@@ -151,7 +153,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
 
     def __init__(self, n_components=1, *, covariance_type="diag", n_truncated=5, search="estimated",
                  n_neighbors=10, n_explore=None, n_init_esteps=0, n_samples=5, reg_covar=1e-6, learn_weights=None,
-                 init_params="kmeans", weights_init=None, means_init=None, precisions_init=None, init="k-means++",
+                 init_params="kmeans", weights_init=None, means_init=None, precisions_init=None, init="auto",
                  n_init=1, max_iter=100,
                  tol=1e-3, random_state=None, coreset=None, refine_iter=0, oversampling_factor=2.0, init_rounds=5,
                  chain_length=5, chunk_rows=None, memory_budget=None, state="memory", state_store=None,
@@ -181,7 +183,9 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         return family if self.learn_weights is None else family.with_weights(bool(self.learn_weights))
 
     def _init_centres(self):
-        return self.init if self.means_init is None else np.asarray(self.means_init, dtype=np.float64)
+        if self.means_init is not None:
+            return np.asarray(self.means_init, dtype=np.float64)
+        return super()._init_centres()
 
     def _check_initial_params(self, n_clusters, n_features):
         self._given_weights(n_clusters)

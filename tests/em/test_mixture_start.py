@@ -1,5 +1,6 @@
-"""The mixtures' start, as scikit-learn's: init="k-means++" (GaussianMixture's default), greedy k-means++
-on every row while the driver's work is small, on a weighted sample beyond, in two passes over the data
+"""The mixtures' start, as scikit-learn's: init="k-means++" (GaussianMixture's default for the families
+with learned variances), greedy k-means++ on every row while the driver's work is small, on a weighted
+sample beyond, in two passes over the data
 whatever C; then k-means until scikit-learn's KMeans rule stops it (the centres' total squared shift at
 most tol times the data's mean variance, from the first pass's moments)."""
 

@@ -276,11 +276,11 @@ def test_kmeans_start_is_each_k_means_cluster(client, X, cov_type):
     """init_params="kmeans": each component starts as its cluster of KMeans (same seed): its share of the
     rows, its mean and its covariance + reg_covar (scikit-learn's start). With C = 5 <= the neighbourhood
     size every row's k-means cluster is its nearest centre, so the clusters are KMeans' labels (KMeans
-    seeded as the mixture is, by k-means++)."""
+    seeded as the mixture is)."""
     C, reg = 5, 1e-3
     km = daskclust.KMeans(C, init="k-means++", random_state=3).fit(X, client=client)
     start = daskclust.GaussianMixture(C, covariance_type=cov_type, random_state=3, reg_covar=reg, max_iter=0,
-                                      n_truncated=None).fit(X, client=client)
+                                      init="k-means++", n_truncated=None).fit(X, client=client)
     labels = km.labels_
     np.testing.assert_allclose(start.means_, km.cluster_centers_, rtol=0, atol=1e-10)
     diff = X - km.cluster_centers_[labels]
@@ -293,6 +293,16 @@ def test_kmeans_start_is_each_k_means_cluster(client, X, cov_type):
         expected = {"spherical": (d ** 2).mean() + reg, "diag": (d ** 2).mean(0) + reg,
                     "full": d.T @ d / len(d) + reg * np.eye(X.shape[1])}[cov_type]
         np.testing.assert_allclose(start.covariances_[c], expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("cov_type, seeding", [("isotropic", "k-means||"), ("spherical", "k-means++"),
+                                               ("diag", "k-means++"), ("full", "k-means++"), ("tied", "k-means++")])
+def test_init_auto_is_the_family_seeding(client, X, cov_type, seeding):
+    """init="auto" (the default): k-means|| for the isotropic mixture, whose cost is k-means', else k-means++."""
+    auto = daskclust.GaussianMixture(6, covariance_type=cov_type, init_params="seeding", random_state=4, max_iter=0,
+                                     n_truncated=None).fit(X, client=client)
+    named = daskclust.KMeans(6, init=seeding, random_state=4, max_iter=0).fit(X, client=client)
+    np.testing.assert_array_equal(auto.means_, named.cluster_centers_)
 
 
 def test_init_params_seeding_starts_from_the_seeds(client, X):
