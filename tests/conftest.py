@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import pathlib
 
 import numpy as np
@@ -10,6 +11,17 @@ import pytest
 from distributed import Client, LocalCluster
 
 from daskclust.datasets import birch_grid_centres
+
+
+def pytest_configure(config):
+    """Refuse NUMBA_BOUNDSCHECK=1 without its own NUMBA_CACHE_DIR: numba's cache index keys a kernel by
+    its signature, the CPU and its own bytecode only, so the bounds-checked kernels would be cached
+    beside the sources and loaded by every later run (as .ci/run avoids with a cache of its own)."""
+    import numba
+
+    if numba.config.BOUNDSCHECK and not os.environ.get("NUMBA_CACHE_DIR"):
+        raise pytest.UsageError("NUMBA_BOUNDSCHECK=1 needs its own NUMBA_CACHE_DIR (e.g. NUMBA_CACHE_DIR=.ci/numba-"
+                                "boundscheck): numba's cache would otherwise keep the bounds-checked kernels")
 
 
 def _cluster(**kwargs):
