@@ -11,6 +11,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from daskclust.datasets import birch_grid_centres
+from daskclust.engine.cluster import profiler_off
 
 
 def pytest_configure(config):
@@ -27,7 +28,8 @@ def pytest_configure(config):
 def _cluster(**kwargs):
     options = dict(dashboard_address=":0", threads_per_worker=1, processes=True, memory_limit="2GiB")
     options.update(kwargs)
-    return LocalCluster(**options)
+    with profiler_off():  # python/cpython#106883
+        return LocalCluster(**options)
 
 
 @pytest.fixture(scope="session")

@@ -16,12 +16,14 @@ import contextlib
 import functools
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import dask
 from distributed import Client, LocalCluster, Worker
 from distributed.security import Security
 from distributed.utils import sync
@@ -132,14 +134,29 @@ def start_local_cluster(**kwargs) -> LocalCluster:
 
     Scheduler, workers, nannies and the dashboard listen on 127.0.0.1 (an open scheduler runs
     anyone's code), over TCP also when the workers are threads of this process; the dashboard
-    goes on a free port so that a busy 8787 is no error.
+    goes on a free port so that a busy 8787 is no error. On Python 3.11 the workers' statistical
+    profiler is off (:data:`PROFILER_OFF`).
     """
     options = dict(host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0", processes=True)
     options.update(kwargs)
     if not options["processes"]:
         options.setdefault("protocol", "tcp://")  # Dask's in-memory default cannot bind to a host
         options.setdefault("worker_dashboard_address", f"{LOOPBACK}:0")
-    return LocalCluster(**options)
+    with profiler_off():
+        return LocalCluster(**options)
+
+
+def profiler_off():
+    """Dask config for workers started inside it, without the workers' profiler on CPython < 3.12.
+
+    The profiler calls ``sys._current_frames()`` every 10 ms; on CPython 3.11 a garbage collection
+    inside that call can run a finalizer (a distributed ``Future``'s) that waits for the GIL while the
+    interpreter's thread-list lock is held, and a thread starting at that moment (a shard's reader
+    pool) then waits forever (python/cpython#106883; seen as a hung fit in an in-process cluster,
+    every thread idle). Clusters of one's own on 3.11 want ``distributed.worker.profile.enabled:
+    false`` too.
+    """
+    return dask.config.set({"distributed.worker.profile.enabled": False} if sys.version_info < (3, 12) else {})
 
 
 def _describe(cluster: LocalCluster, client: Client) -> str:

@@ -219,9 +219,12 @@ def helper_main(dtype: str, claims: str) -> None:
     dashboard) if it gets to the seeding."""
     from distributed import Client, LocalCluster
 
+    from ..engine.cluster import profiler_off
+
     @contextlib.contextmanager
     def make_engine():
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+        with profiler_off(), LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                          dashboard_address=None) as cluster, \
                 Client(cluster, set_as_default=False) as client, _tiny_engine(client, dtype) as engine:
             yield engine
 
@@ -303,8 +306,11 @@ def _prepare(client, dtype: str, helper: bool, announce) -> KernelReport:
     if client is None:
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=1, threads_per_worker=usable_cores(), processes=False,
-                          dashboard_address=None) as cluster, Client(cluster, set_as_default=False) as own:
+        from ..engine.cluster import profiler_off
+
+        with profiler_off(), LocalCluster(n_workers=1, threads_per_worker=usable_cores(), processes=False,
+                                          dashboard_address=None) as cluster, \
+                Client(cluster, set_as_default=False) as own:
             return _prepare(own, dtype, helper, announce)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. numba's, on a read-only cache

@@ -584,3 +584,11 @@ def test_the_demo_writes_its_report_and_plot(tmp_path, capsys):
         assert f'href="{name}"' in page and (tmp_path / name).stat().st_size > 10_000
     assert "1,600 rows sampled from" in page  # all of the demo's 100 C rows
     assert main(["demo", "--clusters", "16", "--plot", str(tmp_path / "demo.svg")]) == 2  # refused before any work
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the profiler is kept where CPython has no such deadlock")
+def test_local_clusters_start_without_the_workers_profiler():
+    """python/cpython#106883: on 3.11 the profiler's sys._current_frames() can deadlock a thread start."""
+    with start_local_cluster(n_workers=1, threads_per_worker=1, processes=False) as cluster, Client(cluster) as client:
+        callbacks = client.run(lambda dask_worker: sorted(dask_worker.periodic_callbacks))
+    assert all("profile" not in names for names in callbacks.values())
