@@ -68,6 +68,3 @@ class Journal:
                 line = "\n" + line  # end the line an interruption cut short
             fh.write(line.encode())
         self.rows[tuple(key)] = row
-
-    def __len__(self) -> int:
-        return len(self.rows)

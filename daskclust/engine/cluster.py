@@ -135,7 +135,7 @@ def start_local_cluster(**kwargs) -> LocalCluster:
     Scheduler, workers, nannies and the dashboard listen on 127.0.0.1 (an open scheduler runs
     anyone's code), over TCP also when the workers are threads of this process; the dashboard
     goes on a free port so that a busy 8787 is no error. On Python 3.11 the workers' statistical
-    profiler is off (:data:`PROFILER_OFF`).
+    profiler is off (:func:`profiler_off`).
     """
     options = dict(host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0", processes=True)
     options.update(kwargs)
