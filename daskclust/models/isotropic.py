@@ -63,9 +63,6 @@ class SharedVarianceFamily(Family):
     metric = True
     learn_weights = False
     default_n_explore = 1  # Forster & Lücke 2018's "+1"
-    default_init = "k-means||"
-    """k-means||, whose restarts and Lloyd steps lower the k-means cost: on BIRCH C=1024 the isotropic
-    mixture's quantization error is 7 % lower from it than from k-means++ (the ``wallclock`` gate)."""
 
     def covariance_shape(self, n_clusters, n_features):
         return ()

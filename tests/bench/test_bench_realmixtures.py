@@ -1,4 +1,4 @@
-"""The realdata-mixtures suite at a tiny size: its table, the column of the k-means|| seeding, the
+"""The realdata-mixtures suite at a tiny size: its table, the column of the k-means++ seeding, the
 diagnosis of a miss, and its journal (the suite itself runs with ``daskclust bench --suite realdata-mixtures``)."""
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ def test_the_suite_writes_its_table_and_diagnoses_misses(client, tmp_path, monke
                              journal=None)
     assert [(row[0], row[4], row[-1]) for row in table.rows] == [("uci_tiny", 4, "MISS"), ("uci_tiny", 20, "MISS")]
     for row in table.rows:  # C = the classes, then min(10 x classes, N // 20)
-        set_name, n_train, n_test, D, C, family, sk, ours, gap, gap_previous = row[:10]
+        set_name, n_train, n_test, D, C, family, sk, ours, gap, gap_other = row[:10]
         assert (n_train, n_test, D, family) == (320, 80, 3, "spherical")
-        assert np.isfinite([sk, ours, gap, gap_previous]).all()
+        assert np.isfinite([sk, ours, gap, gap_other]).all()
     prose = " ".join(table.prose)
-    assert "Seeded by k-means|| (KMeans's default) instead of k-means++" in prose
+    assert "Seeded by k-means++ instead of the default k-means||" in prose
     assert "uci_tiny C = 4 spherical" in prose and "from scikit-learn's initial parameters" in prose
 
 
