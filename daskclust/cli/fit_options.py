@@ -31,7 +31,8 @@ ALGORITHMS = {
 """``--algorithm`` names and their estimators."""
 
 NOT_OPTIONS = ("weights_init", "means_init", "precisions_init",  # arrays: Python only
-               "scheduler_address", "security", "verbose", "callback")  # --scheduler, --tls-*, --quiet; Python only
+               "scheduler_address", "security", "verbose", "callback",  # --scheduler, --tls-*, --quiet; Python only
+               "algorithm", "copy_x")  # KMeans' scikit-learn compatibility parameters, without effect
 """Parameters without an estimator option."""
 
 UNUSED = {

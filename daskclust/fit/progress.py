@@ -24,13 +24,15 @@ class Progress:
     and nobody configured that logger (the command line gives it a handler and a level).
     A verbose fit prints one line per iteration: iteration, free energy, quantization error,
     distance evaluations per second, data throughput, elapsed time and an upper bound of the
-    remaining time (``max_iter`` iterations at the recent pace; the fit usually converges sooner).
+    remaining time (``max_iter`` iterations at the recent pace; the fit usually converges sooner),
+    every ``interval``-th iteration (scikit-learn's GaussianMixture's ``verbose_interval``).
     Nothing is printed when ``verbose`` is 0.
     """
 
     def __init__(self, verbose: int, callback: Callable[[dict], object] | None, nbytes: int,
-                 max_rows: int, stream=None):
+                 max_rows: int, stream=None, interval: int = 1):
         self.verbose = verbose
+        self.interval = interval
         self.callback = callback
         self.nbytes = nbytes
         self.max_rows = max_rows
@@ -62,6 +64,8 @@ class Progress:
             return
         seconds = max(row["seconds"], 1e-9)
         self.iter_seconds.append(seconds)
+        if row["iteration"] % self.interval:
+            return
         left = max(0, self.max_rows - row["iteration"] - 1)
         recent = self.iter_seconds[-5:]
         self._print(

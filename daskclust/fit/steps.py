@@ -61,9 +61,13 @@ class MixtureSteps(FitSteps):
     weights: np.ndarray | None = None
     covariances: np.ndarray | None = None
     kmeans_start: bool = False
+    seed_variance: bool = True
+    """Whether the initial covariances are the seeding's variance sigma^2 I + reg (else reg I alone:
+    scikit-learn's M-step on one row per component, its "k-means++" and "random_from_data" starts)."""
 
     def initial_params(self, spec, seeding: SeedResult) -> Params:
-        return self.with_given(super().initial_params(spec, seeding))
+        sigma2 = seeding.sigma2 if self.seed_variance else 0.0
+        return self.with_given(spec.family.initial_params(seeding.centres, sigma2, spec.reg))
 
     def start(self, engine, spec, seeding, params, seed_value):
         if not self.kmeans_start:

@@ -87,7 +87,7 @@ def test_save_and_load(fitted, tmp_path):
 def test_gaussian_mixture_api(client):
     X, _ = birch(9, points=40, seed=2)
     gmm = daskclust.GaussianMixture(9, covariance_type="isotropic", random_state=0).fit(X, client=client)
-    proba = gmm.predict_proba(X, n_truncated=9, dense=True)  # the whole posterior
+    proba = gmm.predict_proba(X)  # the whole posterior
     np.testing.assert_allclose(proba.sum(1), 1.0)
     np.testing.assert_array_equal(proba.argmax(1), gmm.predict(X))
     assert gmm.weights_.sum() == pytest.approx(1.0)

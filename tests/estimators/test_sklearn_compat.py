@@ -23,11 +23,12 @@ from daskclust.fit import derive_seeds
 
 from conftest import blobs
 
+WEIGHTS_AS_REPEATS = ("random draws (seeding, search) are keyed by row and chunk, so repeated rows draw otherwise "
+                      "than weighted ones: the fits agree in distribution, not one by one (scikit-learn's KMeans "
+                      "lists it too)")
 EXPECTED_FAILED_CHECKS = {
-    "check_sample_weight_equivalence_on_dense_data": (
-        "random draws (seeding, search) are keyed by row and chunk, so repeated rows draw otherwise than "
-        "weighted ones: the fits agree in distribution, not one by one (scikit-learn's KMeans lists it too)"
-    ),
+    "check_sample_weight_equivalence_on_dense_data": WEIGHTS_AS_REPEATS,
+    "check_sample_weight_equivalence_on_sparse_data": WEIGHTS_AS_REPEATS,
 }
 """Checks that cannot hold for these estimators: check name -> reason."""
 

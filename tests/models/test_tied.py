@@ -230,9 +230,8 @@ def test_inference_equals_sklearns_for_the_same_parameters(fitted, X):
     assert np.all(found <= sk.score_samples(test) + 1e-9)
     assert np.all(found >= sk.score_samples(test) - SCORE_TOLERANCE - 1e-9)
     assert fitted.score(test) == pytest.approx(sk.score(test), abs=1e-9)
-    np.testing.assert_allclose(fitted.predict_proba(test, n_truncated=6, dense=True), sk.predict_proba(test),
-                               rtol=0, atol=1e-9)
-    top = fitted.predict_proba(test, dense=True)  # C' = 3 entries per row, exact values
+    np.testing.assert_allclose(fitted.predict_proba(test), sk.predict_proba(test), rtol=0, atol=1e-9)
+    top = fitted.predict_proba(test, top_k=3).toarray()  # 3 entries per row, exact values
     assert np.all((top > 0).sum(1) <= 3)
     np.testing.assert_allclose(top[top > 0], sk.predict_proba(test)[top > 0], rtol=0, atol=1e-9)
     joint = sk._estimate_weighted_log_prob(test)
