@@ -19,7 +19,7 @@ from ..estimators.params import AnyValue, Interval, Options, RandomStateLike
 from ..seeding import SEEDINGS
 from ..transforms import Sketch
 from .docstrings import first_sentence, parameter_descriptions
-from .values import Boolean, Choice, Integer, IntegerOrFraction, Number, OrNone, Text, ValueKind
+from .values import Boolean, Choice, Integer, IntegerOrAuto, IntegerOrFraction, Number, OrNone, Text, ValueKind
 
 ALGORITHMS = {
     "kmeans": KMeans,
@@ -44,6 +44,7 @@ UNUSED = {
 
 KINDS = {
     "init": Choice(("auto", *SEEDINGS)),  # "auto": GaussianMixture's per-family default
+    "n_init": IntegerOrAuto(),  # KMeans' "auto"; the mixtures refuse it with a typed error
     "n_kept": IntegerOrFraction(),
     "state_store": Text("PATH"),
     "tree_store": Text("PATH"),

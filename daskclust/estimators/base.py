@@ -110,6 +110,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             return self._family().default_init
         return self.init
 
+    def _checked_centres(self, centres, n_clusters: int, n_features: int) -> np.ndarray:
+        """Given initial centres as float64, refused unless finite and of shape (C, D)."""
+        return check_init(centres, n_clusters, n_features)
+
     def _n_runs(self) -> int:
         """How many runs the fit makes (``n_init``; a warm start makes one)."""
         return self.n_init
@@ -196,8 +200,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         if not self.accepts_sparse and scipy.sparse.issparse(X):
             raise InvalidDataError(f"{type(self).__name__} does not take sparse input (scikit-learn's neither): its "
                                    "covariances make every row dense; pass X.toarray() if it fits in memory")
-        if self.n_init > 1 and (checkpoint is not None or resume is not None):
-            raise InvalidParameterError(f"checkpoint and resume need n_init=1 (got n_init={self.n_init}): "
+        if self._n_runs() > 1 and (checkpoint is not None or resume is not None):
+            raise InvalidParameterError(f"checkpoint and resume need one run (got n_init={self.n_init}): "
                                         "a checkpoint holds a single run")
         C = self._n_clusters()
         check_coreset_fit(self.coreset, C, checkpoint, resume)
@@ -205,7 +209,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         init = self._init_centres()
         if callable(init):  # scikit-learn's callable init: init(X, n_clusters, random_state) -> centres
             init = np.asarray(init(X, C, random_state=np.random.RandomState(seed_value % 2**32)), dtype=np.float64)
-        init = check_init(init, C)
+        if isinstance(init, str):
+            check_init(init, C)
         transformed = X if isinstance(X, Transformed) else None
         if transformed is not None:  # a transform's rows (a coreset, a sketch): the model is fitted on them
             if sample_weight is not None:
@@ -216,7 +221,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
             n_features, sources = data.n_features, (describe_source(X), describe_source(sample_weight))
         if not isinstance(init, str):
-            check_init(init, C, n_features)
+            init = self._checked_centres(init, C, n_features)
         self._check_initial_params(C, n_features)
         self._output_dtype = np.dtype(np.float32 if data.dtype == np.float32 else np.float64)
         spec = self.fit_spec(n_features, init, transformed)
@@ -277,10 +282,13 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self.coreset_ = result.coreset.as_dict() if result.coreset is not None else None
         self.training_data_ = result.data
 
+    _output_dtype = np.dtype(np.float64)
+    """The float dtype of the fitted attributes and of scores: the training data's (float32 or float64)."""
+
     def _public(self, array) -> np.ndarray:
         """A fitted attribute of scikit-learn's in the data's float dtype (float32 data: float32, as
         scikit-learn's); the model itself stays float64."""
-        return np.asarray(array, dtype=getattr(self, "_output_dtype", np.float64))
+        return np.asarray(array, dtype=self._output_dtype)
 
     def _set_model(self, params: Params) -> None:
         """The fitted attributes from the model's parameters (subclasses add their own names)."""
@@ -305,7 +313,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     # applying -------------------------------------------------------------
     def _check_fitted(self) -> None:
         if not hasattr(self, "centres_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
+                                 "appropriate arguments before using this estimator.")
 
     def predict(self, X, *, output: str | os.PathLike | None = None, storage_options: dict | None = None,
                 overwrite: bool = False, inputs=()):

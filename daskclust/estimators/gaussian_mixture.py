@@ -218,6 +218,12 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
             return ONE_ROW_STARTS[self.init_params]
         return super()._init_centres()
 
+    def _checked_centres(self, centres, n_clusters, n_features):
+        if self.means_init is not None and not self._warm() and np.shape(centres) != (n_clusters, n_features):
+            raise InvalidParameterError(f"The parameter 'means' should have the shape of ({n_clusters}, "
+                                        f"{n_features}), but got {np.shape(centres)}")
+        return super()._checked_centres(centres, n_clusters, n_features)
+
     def _check_initial_params(self, n_clusters, n_features):
         self._given_weights(n_clusters)
         self._given_covariances(n_clusters, n_features)
@@ -227,11 +233,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
             return np.array(self.weights_, dtype=np.float64)
         if self.weights_init is None:
             return None
-        weights = np.asarray(self.weights_init, dtype=np.float64)
-        if weights.shape != (n_clusters,) or not np.all(np.isfinite(weights)) or np.any(weights < 0) \
-                or not np.isclose(weights.sum(), 1.0):
-            raise InvalidParameterError(f"weights_init must be {n_clusters} non-negative weights summing to 1")
-        return weights / weights.sum()
+        return checked_weights(self.weights_init, n_clusters)
 
     def _given_covariances(self, n_clusters: int, n_features: int) -> np.ndarray | None:
         if self._warm():
@@ -316,7 +318,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
                 idx, q, _ = every.top(block, C)
                 return np.take_along_axis(q, np.argsort(idx, axis=1), axis=1)  # column c: component c
 
-            return self._apply(X, dense, C, np.float64, None, None, "responsibilities", False)
+            return self._apply(X, dense, C, self._output_dtype, None, None, "responsibilities", False)
         index = self._index()
         k = int(top_k)
         if not 1 <= k <= C:
@@ -341,10 +343,11 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         :data:`~daskclust.models.inference.SCORE_TOLERANCE` of the row's mass together are
         left out, so the value is below the exact one by at most that (1e-9 nats); ``exact=True``
         evaluates all C components of every row. Outputs as :meth:`predict`'s (a DataArray input
-        gives a DataArray named "scores")."""
+        gives a DataArray named "scores"), in the fitted attributes' float dtype (float32 for a model
+        fitted on float32 data, as scikit-learn's)."""
         index = self._index(exact)
-        return self._apply(X, lambda block: index.top(block, 1)[2], None, np.float64, output, storage_options,
-                           "scores", overwrite)
+        return self._apply(X, lambda block: index.top(block, 1)[2], None, self._output_dtype, output,
+                           storage_options, "scores", overwrite)
 
     def score(self, X, y=None, sample_weight=None, *, exact=False):
         """Mean (weighted) log-likelihood per row (see :meth:`score_samples`)."""
@@ -364,6 +367,10 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         ll = self.score_samples(X, exact=exact)
         return float(ll.sum()), len(ll)
 
+    def _n_parameters(self) -> int:
+        """scikit-learn's private name of :meth:`n_parameters`, which code written for its class calls."""
+        return self.n_parameters()
+
     def bic(self, X, *, exact=True) -> float:
         """Bayesian information criterion: -2 log L + p log N (lower is better)."""
         total, n = self._log_likelihood(X, exact)
@@ -378,7 +385,8 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         """Draw ``n_samples`` rows from the fitted mixture; returns (X, component labels)."""
         self._check_fitted()
         if n_samples < 1:
-            raise InvalidParameterError(f"n_samples must be >= 1, got {n_samples}")
+            raise InvalidParameterError(f"Invalid value for 'n_samples': {n_samples!r}. The sampling requires at "
+                                        "least one sample.")
         rng = np.random.default_rng(random_state)
         C, D = self.centres_.shape
         weights = np.asarray(self.weights_, dtype=np.float64)
@@ -392,3 +400,20 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
                           output=output, storage_options=storage_options, kind=kind, overwrite=overwrite,
                           inputs=[Location.parse(p) for p in inputs], verbose=self.verbose)
 
+
+
+def checked_weights(weights, n_clusters: int) -> np.ndarray:
+    """``weights_init`` as float64, refused in scikit-learn's words unless C finite weights in [0, 1]
+    whose sum is 1 (to 1e-8, 1e-6 for float32), then divided by their sum."""
+    given = np.asarray(weights)
+    values = given.astype(np.float64)
+    if values.shape != (n_clusters,):
+        raise InvalidParameterError(f"The parameter 'weights' should have the shape of ({n_clusters},), but got "
+                                    f"{values.shape}")
+    if not np.all(np.isfinite(values)) or np.any(values < 0) or np.any(values > 1):
+        raise InvalidParameterError(f"The parameter 'weights' should be in the range [0, 1], but got max value "
+                                    f"{np.max(values):.5f}, min value {np.min(values):.5f}")
+    if abs(1.0 - values.sum()) > (1e-6 if given.dtype == np.float32 else 1e-8):
+        raise InvalidParameterError(f"The parameter 'weights' should be normalized, but got sum(weights) = "
+                                    f"{values.sum():.5f}")
+    return values / values.sum()

@@ -116,7 +116,7 @@ def test_n_init_one_is_the_plain_fit(data):
 
 def test_n_init_refuses_checkpointing(data, tmp_path):
     for kwargs in ({"checkpoint": tmp_path / "ck"}, {"resume": tmp_path / "ck"}):
-        with pytest.raises(InvalidParameterError, match="checkpoint and resume need n_init=1"):
+        with pytest.raises(InvalidParameterError, match="checkpoint and resume need one run"):
             daskclust.KMeans(12, n_init=2).fit(data, **kwargs)
     with pytest.raises(InvalidParameterError, match="n_init must be >= 1"):
         daskclust.KMeans(12, n_init=0).fit(data)

@@ -124,6 +124,29 @@ def test_kmeans_array_init_runs_once_with_a_warning(client, X):
     assert model.cluster_centers_.shape == (5, 3)
 
 
+@pytest.mark.parametrize("init, n_init, runs", [("random", "auto", 10), ("k-means++", "auto", 1),
+                                               ("k-means||", "auto", 1), ("random", 2, 2)])
+def test_kmeans_n_init_auto_runs_as_scikit_learns(client, X, init, n_init, runs):
+    """n_init="auto": 10 runs for init="random", one for the others; counted by the fits' first E-steps."""
+    first_esteps = []
+    daskclust.KMeans(5, init=init, n_init=n_init, random_state=0, max_iter=2,
+                     callback=lambda row: first_esteps.append(row["iteration"] == 0)).fit(X, client=client)
+    assert sum(first_esteps) == runs
+
+
+def test_kmeans_elkan_with_one_cluster_warns_as_scikit_learns(client, X):
+    with pytest.warns(RuntimeWarning, match="algorithm='elkan' doesn't make sense for a single cluster"):
+        daskclust.KMeans(1, algorithm="elkan", random_state=0).fit(X, client=client)
+
+
+def test_kmeans_n_iter_counts_the_iteration_that_finds_labels_unchanged(client):
+    """scikit-learn's count on its own test data (test_kmeans_results): one update, then unchanged labels."""
+    X = np.array([[0, 0], [0.5, 0], [0.5, 1], [1, 1]], dtype=np.float64)
+    model = daskclust.KMeans(2, init=np.array([[0, 0], [1, 1]], dtype=np.float64), search="full").fit(X, client=client)
+    assert model.n_iter_ == 2 and model.converged_
+    np.testing.assert_allclose(model.cluster_centers_, [[0.25, 0], [0.75, 1]])
+
+
 def test_kmeans_centres_are_assignable_and_feature_names_are_scikit_learns(client, X):
     model = daskclust.KMeans(5, random_state=0).fit(X, client=client)
     model.cluster_centers_ = X[:5]
@@ -156,3 +179,36 @@ def test_kmeans_fits_sparse_input_as_its_dense_rows(client, X, fmt):
 def test_gaussian_mixture_refuses_sparse_input_as_scikit_learns(client, X):
     with pytest.raises(daskclust.errors.InvalidDataError, match="sparse"):
         daskclust.GaussianMixture(3).fit(scipy.sparse.csr_matrix(X), client=client)
+
+
+def test_kmeans_moves_empty_clusters_to_the_farthest_rows_across_chunks(client):
+    """Two centres start far from every row: each empty cluster takes one of the farthest rows (weighted
+    rows, several chunks), so every cluster ends with rows, and the free energy never decreases."""
+    X, _ = blobs(400, 2, 4, seed=3)
+    init = np.vstack([X[:2], X[:2].mean(0) + 1e3, X[:2].mean(0) - 1e3])
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    model = daskclust.KMeans(4, init=init, chunk_rows=50, random_state=0).fit(X, sample_weight=w, client=client)
+    assert np.all(model.cluster_sizes_ > 0) and len(np.unique(model.labels_)) == 4
+    F = np.array([row["free_energy"] for row in model.history_])
+    assert np.all(np.diff(F) >= -1e-12 * np.abs(F[1:]))
+
+
+def test_kmeans_inertia_is_the_exact_cost_of_the_final_centres(client):
+    """Under the default (truncated) search inertia_ is sum_n w_n min_c ||x_n - mu_c||^2 of the final
+    centres, computed here with numpy."""
+    X, _ = blobs(3000, 4, 50, seed=5)
+    model = daskclust.KMeans(50, random_state=0).fit(X, client=client)
+    d2 = ((X[:, None, :] - model.cluster_centers_[None]) ** 2).sum(-1).min(1)
+    assert model.inertia_ == pytest.approx(d2.sum(), rel=1e-9)
+
+
+def test_kmeans_tol_is_scikit_learns_centre_shift_rule(client):
+    """tol=1e-3 with Lloyd (full search) from the same centres: scikit-learn's iteration count and centres."""
+    from sklearn.cluster import KMeans as SKKMeans
+
+    X, _ = blobs(2000, 3, 20, seed=8)
+    init = X[np.random.default_rng(2).choice(len(X), 20, replace=False)]
+    ours = daskclust.KMeans(20, init=init, tol=1e-3, search="full").fit(X, client=client)
+    ref = SKKMeans(20, init=init, n_init=1, tol=1e-3, algorithm="lloyd").fit(X)
+    assert ours.n_iter_ == ref.n_iter_ < 300
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-9, atol=1e-9)
