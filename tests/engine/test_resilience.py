@@ -81,9 +81,9 @@ def test_interrupted_checkpoint_is_refused_and_the_previous_one_used(client, tmp
 
 def test_resume_refuses_other_data_or_parameters(client, tmp_path, data):
     run = tmp_path / "run"
-    daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, checkpoint=run, checkpoint_every=2)
+    daskclust.KMeans(64, random_state=5, tol=0, max_iter=4).fit(data, client=client, checkpoint=run, checkpoint_every=2)
     with pytest.raises(CheckpointError, match="other data"):
-        daskclust.KMeans(64, random_state=5, max_iter=4).fit(data[:-10], client=client, resume=run)
+        daskclust.KMeans(64, random_state=5, tol=0, max_iter=4).fit(data[:-10], client=client, resume=run)
     with pytest.raises(CheckpointError, match="other parameters: n_neighbors=10"):
         daskclust.KMeans(64, random_state=5, n_neighbors=3).fit(data, client=client, resume=run)
     with pytest.raises(CheckpointError, match="is of a KMeans"):
@@ -100,12 +100,12 @@ def test_resume_refuses_other_data_of_the_same_shape_and_chunking(client, tmp_pa
     if form == "zarr":
         data, other = write_zarr(tmp_path / "a.zarr", data, 400), write_zarr(tmp_path / "b.zarr", other, 400)
     run = tmp_path / "run"
-    first = daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, checkpoint=run,
+    first = daskclust.KMeans(64, random_state=5, tol=0, max_iter=4).fit(data, client=client, checkpoint=run,
                                                                   checkpoint_every=2)
     assert len(first.training_data_["fingerprint"]["content"]) == 64
     with pytest.raises(CheckpointError, match="same shape, dtype and chunking, but its data's content fingerprint"):
-        daskclust.KMeans(64, random_state=5, max_iter=6).fit(other, client=client, resume=run)
-    resumed = daskclust.KMeans(64, random_state=5, max_iter=6).fit(data, client=client, resume=run)
+        daskclust.KMeans(64, random_state=5, tol=0, max_iter=6).fit(other, client=client, resume=run)
+    resumed = daskclust.KMeans(64, random_state=5, tol=0, max_iter=6).fit(data, client=client, resume=run)
     assert resumed.training_data_["fingerprint"] == first.training_data_["fingerprint"]
 
 
@@ -123,13 +123,13 @@ def test_fit_resume_on_the_command_line_refuses_other_data(tmp_path, data, capsy
 
 def test_a_checkpoint_without_a_content_fingerprint_is_refused(client, tmp_path, data):
     run = tmp_path / "run"
-    daskclust.KMeans(64, random_state=5, max_iter=2).fit(data, client=client, checkpoint=run, checkpoint_every=2)
+    daskclust.KMeans(64, random_state=5, tol=0, max_iter=2).fit(data, client=client, checkpoint=run, checkpoint_every=2)
     group = zarr.open_group(checkpoint.latest(run), mode="a")
     meta = json.loads(group.attrs["meta"])
     del meta["data"]["content"]
     group.attrs["meta"] = json.dumps(meta)
     with pytest.raises(CheckpointError, match="records no content fingerprint"):
-        daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, resume=run)
+        daskclust.KMeans(64, random_state=5, tol=0, max_iter=4).fit(data, client=client, resume=run)
 
 
 @pytest.mark.parametrize("state", ["memory", "zarr"])
