@@ -6,6 +6,7 @@ working for callers that do not know daskclust (the zarr / xarray habit).
 
 from __future__ import annotations
 
+from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 
 
@@ -74,5 +75,7 @@ class ConvergenceError(DaskclustError, ValueError):
     """The fit cannot go on: a covariance is not positive definite (raise ``reg_covar``)."""
 
 
-class ConvergenceWarning(UserWarning):
-    """The fit ended with a degenerate model (e.g. fewer distinct points than clusters)."""
+class ConvergenceWarning(SklearnConvergenceWarning):
+    """The fit ended with a degenerate model (e.g. fewer distinct points than clusters), or a mixture
+    stopped at ``max_iter`` before it converged; scikit-learn's ``ConvergenceWarning`` (a
+    ``UserWarning``), so that filters on scikit-learn's class apply."""

@@ -139,7 +139,7 @@ def run(client) -> Table:
 
             driver_before = watch.driver.memory_info().rss
             with watch:
-                model = KMeans(N_CLUSTERS, init="random", random_state=0, max_iter=MAX_ITER, tol=0,
+                model = KMeans(N_CLUSTERS, init="random", n_init=1, random_state=0, max_iter=MAX_ITER, tol=0,
                                callback=record).fit(path, client=client)
             seconds = float(np.median([r["seconds"] for r in model.history_[1:]]))
             measured.append({"layout": compression or "none", "cache": cache, "ratio": seconds / floor,

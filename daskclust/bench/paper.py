@@ -34,7 +34,7 @@ RUNS = 5
 def estimator(name: str, C: int, G: int, init: str, seed: int):
     """var-k-means-S (C' = 1) or var-GMM-S (C' = G) with G + 1 candidates."""
     if name == "var-k-means-S":
-        return KMeans(C, n_neighbors=G, init=init, random_state=seed)
+        return KMeans(C, n_neighbors=G, init=init, n_init=1, random_state=seed)
     return GaussianMixture(C, covariance_type="isotropic", n_truncated=G, n_neighbors=G, init=init, random_state=seed)
 
 

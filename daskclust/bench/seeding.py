@@ -38,7 +38,7 @@ def run(client, n_clusters: int = 1024, seeds=(0, 1, 2)) -> Table:
         sk = SKKMeans(n_clusters, n_init=1, random_state=seed, algorithm="lloyd").fit(X)
         ref.append((sk.inertia_, time.perf_counter() - t0, sk.n_iter_))
     for name, extra in SEEDINGS:
-        runs = [KMeans(n_clusters, search="full", init=name, random_state=seed, **extra).fit(X, client=client)
+        runs = [KMeans(n_clusters, search="full", init=name, n_init=1, random_state=seed, **extra).fit(X, client=client)
                 for seed in seeds]
         ratio = np.mean([m.inertia_ / r[0] for m, r in zip(runs, ref)])
         label = name + (f" (m={extra['chain_length']})" if extra else "")

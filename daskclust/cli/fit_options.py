@@ -19,7 +19,7 @@ from ..estimators.params import AnyValue, Interval, Options, RandomStateLike
 from ..seeding import SEEDINGS
 from ..transforms import Sketch
 from .docstrings import first_sentence, parameter_descriptions
-from .values import Boolean, Choice, Integer, IntegerOrFraction, Number, OrNone, Text, ValueKind
+from .values import Boolean, Choice, Integer, IntegerOrAuto, IntegerOrFraction, Number, OrNone, Text, ValueKind
 
 ALGORITHMS = {
     "kmeans": KMeans,
@@ -31,7 +31,8 @@ ALGORITHMS = {
 """``--algorithm`` names and their estimators."""
 
 NOT_OPTIONS = ("weights_init", "means_init", "precisions_init",  # arrays: Python only
-               "scheduler_address", "security", "verbose", "callback")  # --scheduler, --tls-*, --quiet; Python only
+               "scheduler_address", "security", "verbose", "callback",  # --scheduler, --tls-*, --quiet; Python only
+               "algorithm", "copy_x")  # KMeans' scikit-learn compatibility parameters, without effect
 """Parameters without an estimator option."""
 
 UNUSED = {
@@ -43,6 +44,7 @@ UNUSED = {
 
 KINDS = {
     "init": Choice(("auto", *SEEDINGS)),  # "auto": GaussianMixture's per-family default
+    "n_init": IntegerOrAuto(),  # KMeans' "auto"; the mixtures refuse it with a typed error
     "n_kept": IntegerOrFraction(),
     "state_store": Text("PATH"),
     "tree_store": Text("PATH"),

@@ -79,6 +79,22 @@ class IntegerOrFraction(ValueKind):
             return float(text)
 
 
+class IntegerOrAuto(ValueKind):
+    """An integer, or ``auto`` (KMeans' ``n_init``: the number of runs its ``init`` needs)."""
+
+    what, metavar, types = "an integer or auto", "INT|auto", (int, str)
+
+    def from_text(self, text: str):
+        """``"auto"``, else an int."""
+        return "auto" if text == "auto" else int(text)
+
+    def normalise(self, value):
+        """The value, if an int or ``"auto"`` (else ValueError)."""
+        if isinstance(value, str) and value != "auto":
+            raise ValueError(value)
+        return value
+
+
 class Boolean(ValueKind):
     """true or false."""
 

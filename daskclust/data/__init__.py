@@ -161,10 +161,13 @@ def as_chunked_data(
     if n_samples < max(1, min_samples):
         hint = (f"; a DataArray's first dimension ({X.dims[0]!r}) holds the samples: transpose it if its samples "
                 f"are along {X.dims[1]!r}") if input_kind == "xarray" else ""
-        raise InvalidDataError(
-            f"{what} has {n_samples} samples, fewer than the {min_samples} required "
-            f"(n_samples must be at least the number of clusters){hint}"
-        )
+        if min_samples <= 1:
+            message = (f"{what} has {n_samples} sample(s) (shape={dask_x.shape}) while a minimum of 1 is "
+                       f"required{hint}")
+        else:
+            message = (f"n_samples={n_samples} should be >= n_clusters={min_samples}: {what} has fewer samples "
+                       f"than clusters{hint}")
+        raise InvalidDataError(message)
 
     rows = _choose_chunk_rows(dask_x, src_array, kind, chunk_rows, dtype)
     if isinstance(rows, int):

@@ -1,6 +1,7 @@
 """Open the supported inputs as (dask array, block source) pairs.
 
-Supported inputs: numpy arrays, dask arrays, ``zarr.Array``, a zarr store path
+Supported inputs: numpy arrays, scipy.sparse matrices (in memory, read as dense rows chunk by
+chunk: :class:`SparseRows`), dask arrays, ``zarr.Array``, a zarr store path
 or fsspec URL (optionally with an array path inside a group) and xarray
 ``DataArray`` (samples x features). The dask array is what lazy outputs
 (``predict`` on lazy input) are built from; the :class:`BlockSource` is how the
@@ -80,6 +81,28 @@ class BlockSource:
         return np.ascontiguousarray(block, dtype=self.dtype)
 
 
+class SparseRows:
+    """A scipy.sparse matrix in memory read as dense rows: ``rows[a:b]`` is the ndarray of rows a..b-1.
+
+    The kernels are dense; a chunk is densified where it is read (by the engine before it goes to its
+    worker, by ``predict`` block by block), so the workers hold the data dense, N D itemsize bytes
+    in all, and the driver never more than one dense chunk at a time besides the sparse matrix.
+    """
+
+    def __init__(self, matrix):
+        self.matrix = scipy.sparse.csr_matrix(matrix)
+        self.shape = self.matrix.shape
+        self.dtype = self.matrix.dtype
+        self.ndim = 2
+
+    def __getitem__(self, index) -> np.ndarray:
+        rows, columns = (index, slice(None)) if not isinstance(index, tuple) else (index + (slice(None),))[:2]
+        return self.matrix[rows].toarray()[:, columns]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+
 def is_path_like(obj: Any) -> bool:
     return isinstance(obj, (str, os.PathLike))
 
@@ -149,8 +172,10 @@ def as_dask(obj: Any, array: str | None = None, storage_options: dict | None = N
     if isinstance(obj, da.Array):
         return obj, obj, "dask", "dask"
     if scipy.sparse.issparse(obj):
-        raise InvalidDataError(f"sparse input ({type(obj).__name__}) is not supported: daskclust clusters dense "
-                               "arrays; convert it with .toarray() if it fits in memory")
+        if obj.ndim != 2:
+            raise InvalidDataError(f"sparse input must be 2-D; got shape {obj.shape}")
+        rows = SparseRows(obj)
+        return da.from_array(rows, chunks=rows.shape, asarray=True), rows, "numpy", "numpy"
     try:
         arr = np.asarray(obj)
     except Exception as exc:  # noqa: BLE001 - any conversion failure means "unsupported"

@@ -3,9 +3,10 @@
 Iteration t runs the E-step with the parameters Theta_t, records one history
 row, and stops when converged or after ``max_iter`` M-steps; otherwise the
 M-step gives Theta_{t+1} (none during the first ``n_init_esteps`` iterations)
-and the search strategy digests the E-step's pair statistics. k-means returns
-the centres of its last E-step, so ``inertia_`` and the state K(n) left on the
-workers belong to them. A mixture that converged returns the M-step that
+and the search strategy digests the E-step's pair statistics. k-means stopped
+by the centres' shift returns the M-step's centres, as scikit-learn's KMeans does,
+otherwise those of its last E-step (the same at a fixed point); its ``n_iter_``
+counts the iteration that stopped it, as scikit-learn's. A mixture that converged returns the M-step that
 followed its last E-step, as scikit-learn's GaussianMixture does (its
 ``lower_bound_`` is that E-step's; EM never lowers the likelihood, and where a
 component collapses onto repeated values that last M-step is worth much); one
@@ -27,6 +28,7 @@ from ..models import Family, Params, SuffStats, variance_floor
 from ..names import STATE_K
 from ..search import Search
 from .estep_op import EStepOp
+from .relocation import relocate_empty
 
 HISTORY_FIELDS = (
     "iteration",
@@ -107,6 +109,8 @@ class EMResult:
     inertia: float
     history: list[dict] = field(default_factory=list)
     sizes: np.ndarray | None = None
+    stop: str | None = None
+    """Why the run stopped before ``max_iter``, in scikit-learn's words where it has them (None if not)."""
 
 
 def converged(prev: float | None, current: float, tol: float, absolute: bool = False) -> bool:
@@ -150,8 +154,12 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         stats = acc.stats
         if t == 0 and settings.keep_state and engine.persisted and op.reorders_rows:
             engine.reorder(STATE_K)  # rows of a cluster together: the kernels then walk memory in order
+        n_moved = relocation_distances = 0
         if t >= first_m:
-            new = family.m_step(stats, params, settings.reg)
+            moved_stats = stats
+            if family.hard:  # scikit-learn's KMeans moves empty clusters to the farthest rows
+                moved_stats, n_moved, relocation_distances = relocate_empty(engine, stats, params.means)
+            new = family.m_step(moved_stats, params, settings.reg)
             driver_distances += C  # the M-step's ||mu_new - mu_old||^2 per cluster
             free_energy, row_sigma2 = family.free_energy(stats, params, kernel, new)
         else:
@@ -159,17 +167,17 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
             free_energy, row_sigma2 = family.free_energy(stats, params, kernel, None)
         scal = stats.scal
         n_changed = int(scal[CHANGED]) if settings.keep_state else -1
-        fixed_point = family.hard and n_changed == 0  # hard assignments unchanged: the M-step repeats itself
-        settled = (t >= first_m and settings.shift_tol is not None
-                   and float(np.sum((new.means - params.means) ** 2)) <= settings.shift_tol)
-        done = t > first_m and (converged(prev_f, free_energy, settings.tol, settings.absolute_tol) or fixed_point
-                                or settled)
+        fixed_point = family.hard and n_changed == 0 and n_moved == 0  # the M-step repeats itself
+        shift = float(np.sum((new.means - params.means) ** 2)) if t >= first_m else np.inf
+        settled = settings.shift_tol is not None and shift <= settings.shift_tol
+        changed_little = t > first_m and converged(prev_f, free_energy, settings.tol, settings.absolute_tol)
+        done = (t > first_m and fixed_point) or settled or changed_little
         last = done or t == first_m + settings.max_iter
         if not last:
             before = search.n_distances
             search.update(acc.search, new.means, family.mean_variance(new))
             driver_distances += search.n_distances - before
-        n_points = int(scal[NDIST_POINTS])
+        n_points = int(scal[NDIST_POINTS]) + relocation_distances
         n_centres = int(scal[NDIST_CENTRES]) + driver_distances
         row = {
             "iteration": t,
@@ -194,7 +202,17 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         if checkpointer is not None and checkpointer.due(t + 1):
             checkpointer.save(engine, LoopState(t + 1, params, prev_f, history), search.state())
     n_iter = max(0, t - first_m)
-    if done and not family.hard and n_iter < settings.max_iter:
+    stop = None
+    if done:
+        stop = (f"Converged at iteration {t}: strict convergence." if t > first_m and fixed_point else
+                f"Converged at iteration {t}: center shift {shift:.6e} within tolerance {settings.shift_tol:.6e}."
+                if settled else f"Converged at iteration {t}: free energy change within tolerance {settings.tol}.")
+    if done and family.hard:
+        # scikit-learn's KMeans counts the iteration that stopped it and keeps its M-step's centres (at a
+        # fixed point the same as the E-step's)
+        n_iter = min(n_iter + 1, settings.max_iter)
+        params = family.final_params(stats, new if settled else params, kernel)
+    elif done and n_iter < settings.max_iter:
         # the M-step after the converged E-step (scikit-learn's GaussianMixture); a covariance that defines
         # no density fails here as it would in the next E-step
         kernel = family.kernel_params(new)
@@ -202,7 +220,7 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     else:
         params = family.final_params(stats, params, kernel)
     warn_if_degenerate(params.means, stats)
-    return EMResult(params, n_iter, bool(done), float(scal[QE]), history, stats.S0.copy())
+    return EMResult(params, n_iter, bool(done), float(scal[QE]), history, stats.S0.copy(), stop)
 
 
 def warn_if_degenerate(centres: np.ndarray, stats: SuffStats) -> None:
@@ -216,8 +234,10 @@ def warn_if_degenerate(centres: np.ndarray, stats: SuffStats) -> None:
         return
     scal = stats.scal
     if scal[QE] / (D * scal[W]) <= float(variance_floor(0.0, centres)):
-        reason = "the data have fewer distinct points than clusters"
+        reason = "Possibly due to duplicate points in X: the data have fewer distinct points than clusters."
     else:
-        reason = "the other clusters are duplicates or have no points (duplicate rows in the data, or a poor init?)"
-    warnings.warn(f"only {k} distinct clusters found for {C} clusters: {reason}", ConvergenceWarning,
+        reason = ("The other clusters are duplicates or have no points (duplicate points in X, or a poor "
+                  "init?).")
+    warnings.warn(f"Number of distinct clusters ({k}) found smaller than n_clusters ({C}). {reason}",
+                  ConvergenceWarning,
                   stacklevel=5)  # the caller of fit (fit -> _run -> run_em -> here)

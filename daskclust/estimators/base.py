@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 
 import numpy as np
+import scipy.sparse
 from sklearn.base import BaseEstimator
 
 from ..data import as_chunked_data
-from ..errors import InvalidParameterError, NotFittedError
+from ..errors import ConvergenceWarning, InvalidDataError, InvalidParameterError, NotFittedError
 from ..fit import FitResult, FitSpec, FitSteps, Progress, check_coreset_fit, fit, plan_fit
 from ..io import Location, describe_source
 from ..models import Family, Params
@@ -23,6 +25,10 @@ from .apply import apply_rows
 from .params import AnyValue, Interval, Options, ParamsMixin, PathOrNone, RandomStateLike
 
 log = logging.getLogger("daskclust")
+
+UNCONVERGED = ("Best performing initialization did not converge. Try different init parameters, or increase "
+               "max_iter, tol, or check for degenerate data.")
+"""scikit-learn's GaussianMixture's warning, word for word (users' filters match its message)."""
 
 COMMON_CONSTRAINTS = {
     "max_iter": Interval(0, None, integer=True),
@@ -71,6 +77,10 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
 
     variable_components = False
     """Whether the fit chooses the number of components itself (greedy learning)."""
+    accepts_sparse = True
+    """Whether ``fit`` takes scipy.sparse input (densified chunk by chunk; scikit-learn's mixtures refuse it)."""
+    warns_unconverged = False
+    """Whether a fit stopped by ``max_iter`` before it converged warns (scikit-learn's mixtures do, its KMeans not)."""
 
     # subclass hooks -------------------------------------------------------
     def _family(self) -> Family:
@@ -100,6 +110,14 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             return self._family().default_init
         return self.init
 
+    def _checked_centres(self, centres, n_clusters: int, n_features: int) -> np.ndarray:
+        """Given initial centres as float64, refused unless finite and of shape (C, D)."""
+        return check_init(centres, n_clusters, n_features)
+
+    def _n_runs(self) -> int:
+        """How many runs the fit makes (``n_init``; a warm start makes one)."""
+        return self.n_init
+
     def _check_initial_params(self, n_clusters: int, n_features: int) -> None:
         """Refuse given initial parameters that do not fit the data, before any work."""
 
@@ -112,7 +130,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = True  # (n_samples, n_features) numpy, dask, zarr or xarray
-        tags.input_tags.sparse = False  # dense data only: sparse input is refused
+        tags.input_tags.sparse = self.accepts_sparse  # in memory, densified chunk by chunk (data.sources.SparseRows)
         tags.input_tags.allow_nan = False  # a NaN / inf row is refused, with its index
         tags.non_deterministic = False  # an int random_state fixes every random draw of a fit
         return tags
@@ -179,12 +197,20 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         iteration, the model is the one the undisturbed fit would give.
         """
         self._validate_params()
-        if self.n_init > 1 and (checkpoint is not None or resume is not None):
-            raise InvalidParameterError(f"checkpoint and resume need n_init=1 (got n_init={self.n_init}): "
+        if not self.accepts_sparse and scipy.sparse.issparse(X):
+            raise InvalidDataError(f"{type(self).__name__} does not take sparse input (scikit-learn's neither): its "
+                                   "covariances make every row dense; pass X.toarray() if it fits in memory")
+        if self._n_runs() > 1 and (checkpoint is not None or resume is not None):
+            raise InvalidParameterError(f"checkpoint and resume need one run (got n_init={self.n_init}): "
                                         "a checkpoint holds a single run")
         C = self._n_clusters()
         check_coreset_fit(self.coreset, C, checkpoint, resume)
-        init = check_init(self._init_centres(), C)
+        seed_value = resolve_seed(self.random_state)
+        init = self._init_centres()
+        if callable(init):  # scikit-learn's callable init: init(X, n_clusters, random_state) -> centres
+            init = np.asarray(init(X, C, random_state=np.random.RandomState(seed_value % 2**32)), dtype=np.float64)
+        if isinstance(init, str):
+            check_init(init, C)
         transformed = X if isinstance(X, Transformed) else None
         if transformed is not None:  # a transform's rows (a coreset, a sketch): the model is fitted on them
             if sample_weight is not None:
@@ -195,17 +221,21 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
             n_features, sources = data.n_features, (describe_source(X), describe_source(sample_weight))
         if not isinstance(init, str):
-            check_init(init, C, n_features)
+            init = self._checked_centres(init, C, n_features)
         self._check_initial_params(C, n_features)
+        self._output_dtype = np.dtype(np.float32 if data.dtype == np.float32 else np.float64)
         spec = self.fit_spec(n_features, init, transformed)
-        plan = plan_fit(spec, data, X, sample_weight, params=self.model_params(), seed=resolve_seed(self.random_state),
+        plan = plan_fit(spec, data, X, sample_weight, params=self.model_params(), seed=seed_value,
                         n_features=n_features, sources=sources, checkpoint=checkpoint,
                         checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, state=self.state,
                         state_store=self.state_store, check_apart=self._check_stores_apart)
-        progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1)
+        progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1,
+                            interval=getattr(self, "verbose_interval", 1))
         result = fit(data, spec, plan, progress, client=client, scheduler_address=self.scheduler_address,
                      security=self.security)
         self._set_fitted(result, n_features, transformed)
+        if self.warns_unconverged and not self.converged_ and self.max_iter > 0:
+            warnings.warn(UNCONVERGED, ConvergenceWarning, stacklevel=2)
         self.labels_ = self.predict(X)
         progress.say(
             f"done: {self.n_iter_} iterations{'' if result.coreset is None else ' on the full data'}, free energy "
@@ -223,7 +253,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                        init=self._init_centres() if init is None else init,
                        oversampling_factor=self.oversampling_factor, init_rounds=self.init_rounds,
                        chain_length=self.chain_length, max_iter=self.max_iter, tol=self.tol, reg=self._reg(),
-                       n_init_esteps=self.n_init_esteps, absolute_tol=self._absolute_tol(), n_init=self.n_init,
+                       n_init_esteps=self.n_init_esteps, absolute_tol=self._absolute_tol(), n_init=self._n_runs(),
                        coreset=self.coreset, refine_iter=self.refine_iter, memory_budget=self.memory_budget,
                        verbose=int(self.verbose), steps=self._steps(n_features, transformed))
 
@@ -252,6 +282,14 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self.coreset_ = result.coreset.as_dict() if result.coreset is not None else None
         self.training_data_ = result.data
 
+    _output_dtype = np.dtype(np.float64)
+    """The float dtype of the fitted attributes and of scores: the training data's (float32 or float64)."""
+
+    def _public(self, array) -> np.ndarray:
+        """A fitted attribute of scikit-learn's in the data's float dtype (float32 data: float32, as
+        scikit-learn's); the model itself stays float64."""
+        return np.asarray(array, dtype=self._output_dtype)
+
     def _set_model(self, params: Params) -> None:
         """The fitted attributes from the model's parameters (subclasses add their own names)."""
         self.centres_ = params.means
@@ -275,7 +313,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
     # applying -------------------------------------------------------------
     def _check_fitted(self) -> None:
         if not hasattr(self, "centres_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
+                                 "appropriate arguments before using this estimator.")
 
     def predict(self, X, *, output: str | os.PathLike | None = None, storage_options: dict | None = None,
                 overwrite: bool = False, inputs=()):

@@ -17,7 +17,9 @@ from .params import AnyValue, Interval, Options
 
 COVARIANCE_TYPES = tuple(name for name, family in FAMILIES.items() if not family.hard)
 """The registered mixture families (every family but the hard assignments of k-means)."""
-INIT_PARAMS = ("kmeans", "seeding")
+INIT_PARAMS = ("kmeans", "k-means++", "random_from_data", "seeding")
+ONE_ROW_STARTS = {"k-means++": "k-means++", "random_from_data": "random"}
+"""scikit-learn's starts from one row per component, and the seeding that draws those rows."""
 
 
 class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
@@ -39,15 +41,15 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     ----------
     n_components : int, default=1
         Number of components C.
-    covariance_type : {"diag", "spherical", "full", "tied", "isotropic"}, default="diag"
-        "full": a full covariance per component (Cholesky factors; D (D + 1) flops per
-        row and component); "diag": a diagonal one (3 D flops); "spherical": one variance
-        per component; "tied": one full covariance shared by all components (D (D + 1) flops, one
-        Cholesky factor); "isotropic": Forster & Lücke 2018's model, one variance shared by all components
-        and equal weights. All but "isotropic" learn the weights. The default "diag" is the
-        richest whose cost per (row, component) pair stays O(D) and whose parameters take
-        O(C D) memory: at large C and D, "full" needs C D^2 floats per copy (the
-        ``mixtures`` bench measures the time per pair of each, docs/benchmarks.md).
+    covariance_type : {"full", "diag", "spherical", "tied", "isotropic"}, default="full"
+        "full" (scikit-learn's default): a full covariance per component (Cholesky factors;
+        D (D + 1) flops per row and component); "diag": a diagonal one (3 D flops); "spherical":
+        one variance per component; "tied": one full covariance shared by all components
+        (D (D + 1) flops, one Cholesky factor); "isotropic": Forster & Lücke 2018's model, one
+        variance shared by all components and equal weights. All but "isotropic" learn the weights.
+        At large C and D prefer "diag": its cost per (row, component) pair stays O(D) and its
+        parameters take O(C D) memory, where "full" needs C D^2 floats per copy (the ``mixtures``
+        bench measures the time per pair of each, docs/benchmarks.md).
     n_truncated : int or None, default=5
         C', components kept per point; None = all (exact EM, whatever ``search``).
     search, n_neighbors, n_init_esteps, n_samples
@@ -66,12 +68,17 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     learn_weights : bool or None, default=None
         Learn the mixing weights (pi_c = S0_c / W); None: learned for "spherical", "diag",
         "full" and "tied", equal for "isotropic" (Forster & Lücke 2018's model). False keeps the initial weights.
-    init_params : {"kmeans", "seeding"}, default="kmeans"
+    init_params : {"kmeans", "k-means++", "random_from_data", "seeding"}, default="kmeans"
         How the parameters start. "kmeans" (scikit-learn's default): k-means from the seeding
         (``init``) to convergence, then each component is its cluster: its share of the rows,
         its mean and its covariance + ``reg_covar`` (:mod:`daskclust.em.kmeans_start`).
-        "seeding": the seeds as means, equal weights and the seeding's variance sigma^2 I
-        (no k-means run). Given ``means_init`` replaces both.
+        "k-means++" and "random_from_data" (scikit-learn's): C rows drawn by k-means++ or
+        uniformly (``init`` is not used) as means, equal weights, covariances ``reg_covar`` I
+        (scikit-learn's M-step on one row per component). "seeding" (daskclust's): the seeds of
+        ``init`` as means, equal weights and the seeding's variance sigma^2 I (no k-means run).
+        Given ``means_init`` replaces them all. scikit-learn's "random" (random responsibilities
+        of every row) is not offered: at large C it costs a pass of N C random draws to start
+        every component near the data's mean.
     weights_init, means_init, precisions_init : array-like or None, default=None
         Initial parameters in scikit-learn's layouts (weights (C,), means (C, D),
         precisions as ``precisions_`` for the covariance type); ``means_init`` replaces
@@ -94,6 +101,12 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     chunk_rows, memory_budget, state, state_store, scheduler_address, security, verbose, callback
         As in :class:`daskclust.KMeans` (default ``max_iter=100``); ``n_init`` keeps
         the run with the highest final free energy.
+    verbose_interval : int, default=10
+        A verbose fit prints the line of every ``verbose_interval``-th iteration (scikit-learn's).
+    warm_start : bool, default=False
+        As scikit-learn's: a fit of a fitted estimator starts from its model (weights, means,
+        covariances; no seeding, no k-means start, one run whatever ``n_init``), so that fits
+        with a small ``max_iter`` continue one another; the first fit starts as usual.
     coreset : int or None, default=None
         m: fit on a lightweight coreset of m weighted rows, then evaluate (and with
         ``refine_iter`` refine) the model on the full data, as in :class:`daskclust.KMeans`:
@@ -124,6 +137,8 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     lower_bound_ : float
         Free energy per point of the last E-step (the log-likelihood per point when C' = C;
         with ``coreset``, on the full data).
+    lower_bounds_ : list of float
+        The free energy per point of every E-step of the kept run, the last one ``lower_bound_``.
     inertia_ : float
         Sum of squared distances of the rows to the mean of their most responsible component.
     labels_, n_iter_, converged_, history_, seeding_time_, seeding_distances_, fit_time_, seed_, coreset_,
@@ -133,6 +148,9 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         Responsibility mass of each component in the last E-step, sum_n w_n q_n(c) (the weighted
         rows it explains); None for a model saved before it was stored.
     """
+
+    warns_unconverged = True
+    accepts_sparse = False
 
     _constraints = {
         **COMMON_CONSTRAINTS,
@@ -145,15 +163,17 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         "weights_init": AnyValue(),
         "means_init": AnyValue(),
         "precisions_init": AnyValue(),
+        "warm_start": Options((False, True)),
+        "verbose_interval": Interval(1, None, integer=True),
     }
 
-    def __init__(self, n_components=1, *, covariance_type="diag", n_truncated=5, search="estimated",
+    def __init__(self, n_components=1, *, covariance_type="full", n_truncated=5, search="estimated",
                  n_neighbors=10, n_explore=None, n_init_esteps=0, n_samples=5, reg_covar=1e-6, learn_weights=None,
                  init_params="kmeans", weights_init=None, means_init=None, precisions_init=None, init="auto",
-                 n_init=1, max_iter=100,
+                 n_init=1, max_iter=100, warm_start=False,
                  tol=1e-3, random_state=None, coreset=None, refine_iter=0, oversampling_factor=2.0, init_rounds=5,
                  chain_length=5, chunk_rows=None, memory_budget=None, state="memory", state_store=None,
-                 scheduler_address=None, security=None, verbose=0, callback=None):
+                 scheduler_address=None, security=None, verbose=0, callback=None, verbose_interval=10):
         self._store_params(locals())
 
     # the model -------------------------------------------------------------
@@ -178,46 +198,68 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         family = FAMILIES[self.covariance_type]
         return family if self.learn_weights is None else family.with_weights(bool(self.learn_weights))
 
+    def _warm(self) -> bool:
+        """Whether this fit starts from the fitted model (``warm_start`` and fitted before)."""
+        return bool(getattr(self, "warm_start", False)) and hasattr(self, "centres_")
+
+    def _n_runs(self) -> int:
+        return 1 if self._warm() else self.n_init
+
     def _init_centres(self):
+        if self._warm():
+            return np.array(self.means_, dtype=np.float64)
         if self.means_init is not None:
             return np.asarray(self.means_init, dtype=np.float64)
+        if getattr(self, "init_params", None) in ONE_ROW_STARTS:  # the subclasses have no init_params
+            return ONE_ROW_STARTS[self.init_params]
         return super()._init_centres()
+
+    def _checked_centres(self, centres, n_clusters, n_features):
+        if self.means_init is not None and not self._warm() and np.shape(centres) != (n_clusters, n_features):
+            raise InvalidParameterError(f"The parameter 'means' should have the shape of ({n_clusters}, "
+                                        f"{n_features}), but got {np.shape(centres)}")
+        return super()._checked_centres(centres, n_clusters, n_features)
 
     def _check_initial_params(self, n_clusters, n_features):
         self._given_weights(n_clusters)
         self._given_covariances(n_clusters, n_features)
 
     def _given_weights(self, n_clusters: int) -> np.ndarray | None:
+        if self._warm():
+            return np.array(self.weights_, dtype=np.float64)
         if self.weights_init is None:
             return None
-        weights = np.asarray(self.weights_init, dtype=np.float64)
-        if weights.shape != (n_clusters,) or not np.all(np.isfinite(weights)) or np.any(weights < 0) \
-                or not np.isclose(weights.sum(), 1.0):
-            raise InvalidParameterError(f"weights_init must be {n_clusters} non-negative weights summing to 1")
-        return weights / weights.sum()
+        return checked_weights(self.weights_init, n_clusters)
 
     def _given_covariances(self, n_clusters: int, n_features: int) -> np.ndarray | None:
+        if self._warm():
+            return self._family().covariances_from_precisions(self.precisions_, n_clusters, n_features)
         if self.precisions_init is None:
             return None
         return self._family().covariances_from_precisions(self.precisions_init, n_clusters, n_features)
 
     def _kmeans_start(self) -> bool:
         """Whether the fit starts from k-means' clusters (``init_params="kmeans"``, no ``means_init``)."""
-        return self.init_params == "kmeans" and self.means_init is None
+        return self.init_params == "kmeans" and self.means_init is None and not self._warm()
 
     def _steps(self, n_features: int, transformed=None) -> MixtureSteps:
         C = self._n_clusters()
-        return MixtureSteps(self._given_weights(C), self._given_covariances(C, n_features), self._kmeans_start())
+        return MixtureSteps(self._given_weights(C), self._given_covariances(C, n_features), self._kmeans_start(),
+                            seed_variance=getattr(self, "init_params", None) not in ONE_ROW_STARTS
+                            or self.means_init is not None)
 
     def _set_model(self, params: Params) -> None:
         super()._set_model(params)
         family = self._family()
-        self.weights_ = params.weights
-        self.covariances_ = family.covariances_attribute(params)
-        self.precisions_, self.precisions_cholesky_ = family.precisions(self.covariances_)
+        covariances = family.covariances_attribute(params)
+        precisions, cholesky = family.precisions(covariances)
+        self.weights_, self.covariances_ = self._public(params.weights), self._public(covariances)
+        self.precisions_, self.precisions_cholesky_ = self._public(precisions), self._public(cholesky)
 
     def _model(self) -> Params:
-        return Params(self.centres_, self.weights_, self._family().model_covariances(self.covariances_, self.sigma2_))
+        covariances = np.asarray(self.covariances_, dtype=np.float64)
+        return Params(self.centres_, np.asarray(self.weights_, dtype=np.float64),
+                      self._family().model_covariances(covariances, self.sigma2_))
 
     @property
     def lower_bound_(self) -> float:
@@ -226,10 +268,18 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         return float(self.history_[-1]["free_energy"])
 
     @property
+    def lower_bounds_(self) -> list[float]:
+        """Free energy per point of each E-step of the kept run, in order (scikit-learn's ``lower_bounds_``;
+        with ``coreset``, of the E-steps on the full data)."""
+        self._check_fitted()
+        last = self.history_[-1]["data"]
+        return [float(row["free_energy"]) for row in self.history_ if row["data"] == last]
+
+    @property
     def means_(self) -> np.ndarray:
         """The component means, shape (C, D) (scikit-learn's name for ``centres_``)."""
         self._check_fitted()
-        return self.centres_
+        return self._public(self.centres_)
 
     # applying ----------------------------------------------------------------
     def _index(self, exact: bool = False) -> MixtureIndex:
@@ -244,18 +294,31 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         index = self._index()
         return self._apply(X, index.labels, None, np.int32, output, storage_options, "labels", overwrite, inputs)
 
-    def predict_proba(self, X, *, n_truncated=None, dense=False):
-        """Posterior responsibilities p(c | y) of each row's C' most responsible components (exact values
-        of the full posterior, normalised over all C components; the C' components are the exact C' best).
+    def predict_proba(self, X, *, top_k=None):
+        """Posterior responsibilities p(c | y) = pi_c N(y; mu_c, Sigma_c) / p(y), exactly.
 
-        numpy input: a ``scipy.sparse.csr_matrix`` (n_samples, C) with C' entries per row
-        (``dense=True``: an ndarray), and so does a numpy-backed DataArray; lazy input (dask,
-        zarr, path, a dask-backed DataArray): a pair of lazy dask arrays (indices (n_samples, C') int32, responsibilities (n_samples, C')),
-        computed chunk by chunk, never an N x C block. ``n_truncated`` overrides C'.
+        By default every component's, as scikit-learn's: an ndarray (n_samples, C) for numpy input
+        (and a numpy-backed DataArray), a lazy dask array (n_samples, C) for lazy input (dask, zarr,
+        path, a dask-backed DataArray), computed chunk by chunk: N C 8 bytes in all, which at large C
+        is more than the data. ``top_k=k``: each row's k most responsible components only (the exact k
+        best, their exact values normalised over all C): a ``scipy.sparse.csr_matrix`` (n_samples, C)
+        with k entries per row for numpy input, for lazy input a pair of lazy dask arrays (indices
+        (n_samples, k) int32, responsibilities (n_samples, k)); N k 12 bytes, what the large-C guide
+        recommends.
         """
-        index = self._index()
-        k = self._n_truncated() if n_truncated is None else int(n_truncated)
         C = self.n_components
+        if top_k is None:
+            every = self._index(exact=True)
+
+            def dense(block):
+                idx, q, _ = every.top(block, C)
+                return np.take_along_axis(q, np.argsort(idx, axis=1), axis=1)  # column c: component c
+
+            return self._apply(X, dense, C, self._output_dtype, None, None, "responsibilities", False)
+        index = self._index()
+        k = int(top_k)
+        if not 1 <= k <= C:
+            raise InvalidParameterError(f"top_k must be in [1, n_components={C}], got {top_k}")
 
         def packed(block):
             idx, q, _ = index.top(block, k)
@@ -267,9 +330,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
             return indices, values
         rows = np.repeat(np.arange(len(out)), k)
         keep = indices.ravel() >= 0
-        proba = scipy.sparse.csr_matrix((values.ravel()[keep], (rows[keep], indices.ravel()[keep])),
-                                        shape=(len(out), C))
-        return proba.toarray() if dense else proba
+        return scipy.sparse.csr_matrix((values.ravel()[keep], (rows[keep], indices.ravel()[keep])), shape=(len(out), C))
 
     def score_samples(self, X, *, exact=False, output=None, storage_options=None, overwrite=False):
         """log p(y) = log sum_c pi_c N(y; mu_c, Sigma_c) of each row (scikit-learn's ``score_samples``).
@@ -278,10 +339,11 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         :data:`~daskclust.models.inference.SCORE_TOLERANCE` of the row's mass together are
         left out, so the value is below the exact one by at most that (1e-9 nats); ``exact=True``
         evaluates all C components of every row. Outputs as :meth:`predict`'s (a DataArray input
-        gives a DataArray named "scores")."""
+        gives a DataArray named "scores"), in the fitted attributes' float dtype (float32 for a model
+        fitted on float32 data, as scikit-learn's)."""
         index = self._index(exact)
-        return self._apply(X, lambda block: index.top(block, 1)[2], None, np.float64, output, storage_options,
-                           "scores", overwrite)
+        return self._apply(X, lambda block: index.top(block, 1)[2], None, self._output_dtype, output,
+                           storage_options, "scores", overwrite)
 
     def score(self, X, y=None, sample_weight=None, *, exact=False):
         """Mean (weighted) log-likelihood per row (see :meth:`score_samples`)."""
@@ -301,6 +363,10 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         ll = self.score_samples(X, exact=exact)
         return float(ll.sum()), len(ll)
 
+    def _n_parameters(self) -> int:
+        """scikit-learn's private name of :meth:`n_parameters`, which code written for its class calls."""
+        return self.n_parameters()
+
     def bic(self, X, *, exact=True) -> float:
         """Bayesian information criterion: -2 log L + p log N (lower is better)."""
         total, n = self._log_likelihood(X, exact)
@@ -315,11 +381,14 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         """Draw ``n_samples`` rows from the fitted mixture; returns (X, component labels)."""
         self._check_fitted()
         if n_samples < 1:
-            raise InvalidParameterError(f"n_samples must be >= 1, got {n_samples}")
+            raise InvalidParameterError(f"Invalid value for 'n_samples': {n_samples!r}. The sampling requires at "
+                                        "least one sample.")
         rng = np.random.default_rng(random_state)
         C, D = self.centres_.shape
-        labels = np.repeat(np.arange(C), rng.multinomial(n_samples, self.weights_))
-        z = self._family().sample_deviations(rng.standard_normal((n_samples, D)), self.covariances_, labels)
+        weights = np.asarray(self.weights_, dtype=np.float64)
+        labels = np.repeat(np.arange(C), rng.multinomial(n_samples, weights / weights.sum()))
+        covariances = np.asarray(self.covariances_, dtype=np.float64)
+        z = self._family().sample_deviations(rng.standard_normal((n_samples, D)), covariances, labels)
         return self.centres_[labels] + z, labels
 
     def _apply(self, X, fn, width, dtype, output, storage_options, kind, overwrite, inputs=()):
@@ -327,3 +396,20 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
                           output=output, storage_options=storage_options, kind=kind, overwrite=overwrite,
                           inputs=[Location.parse(p) for p in inputs], verbose=self.verbose)
 
+
+
+def checked_weights(weights, n_clusters: int) -> np.ndarray:
+    """``weights_init`` as float64, refused in scikit-learn's words unless C finite weights in [0, 1]
+    whose sum is 1 (to 1e-8, 1e-6 for float32), then divided by their sum."""
+    given = np.asarray(weights)
+    values = given.astype(np.float64)
+    if values.shape != (n_clusters,):
+        raise InvalidParameterError(f"The parameter 'weights' should have the shape of ({n_clusters},), but got "
+                                    f"{values.shape}")
+    if not np.all(np.isfinite(values)) or np.any(values < 0) or np.any(values > 1):
+        raise InvalidParameterError(f"The parameter 'weights' should be in the range [0, 1], but got max value "
+                                    f"{np.max(values):.5f}, min value {np.min(values):.5f}")
+    if abs(1.0 - values.sum()) > (1e-6 if given.dtype == np.float32 else 1e-8):
+        raise InvalidParameterError(f"The parameter 'weights' should be normalized, but got sum(weights) = "
+                                    f"{values.sum():.5f}")
+    return values / values.sum()

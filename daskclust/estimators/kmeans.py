@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
-from sklearn.base import ClusterMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 
 from ..kernels.estep import all_distances
 from ..models import FAMILIES, Family, Params
 from ..seeding.passes import NearestIndex
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
-from .params import Interval
+from .params import Interval, Options
+
+AUTO_RUNS_OF_RANDOM = 10
+"""Runs of ``n_init="auto"`` with ``init="random"`` (scikit-learn's; one run for every other init)."""
 
 
-class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
+class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     """k-means clustering on Dask, for data larger than memory and many clusters.
 
     k-means as truncated variational EM with one cluster per point (C' = 1,
@@ -48,19 +53,23 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         starting from a poor K(n).
     n_samples : int, default=5
         R, candidates drawn per point by ``search="sampled"``.
-    init : {"k-means||", "afkmc2", "k-means++", "random", "auto"} or array of shape (C, D), default="k-means||"
+    init : {"k-means||", "afkmc2", "k-means++", "random", "auto"}, callable or array of shape (C, D), default="k-means||"
         Seeding (see :mod:`daskclust.seeding`); "auto" is "k-means||": Lloyd from its seeds ends at
-        the lowest quantization error of the four (the ``seeding`` bench, BIRCH C = 1024).
-    n_init : int, default=1
+        the lowest quantization error of the four (the ``seeding`` bench, BIRCH C = 1024), so it is
+        daskclust's default where scikit-learn's is "k-means++" (offered). A callable is
+        scikit-learn's: ``init(X, n_clusters, random_state)`` returns the centres.
+    n_init : "auto" or int, default="auto"
         Runs with different seeds; the one with the highest final free energy
-        (here: the lowest inertia) is kept. Each run is a whole fit; with an
-        array ``init`` runs differ only in the search's random draws. Needs 1 to
-        checkpoint or resume.
+        (here: the lowest inertia) is kept. Each run is a whole fit. "auto" is scikit-learn's:
+        10 runs for ``init="random"``, one for every other ``init``. With an array ``init``
+        one run, and a RuntimeWarning when ``n_init`` asks for more (as scikit-learn's).
+        Needs one run to checkpoint or resume.
     max_iter : int, default=300
         Most M-steps (after the ``n_init_esteps`` E-steps).
-    tol : float, default=1e-5
-        Stop when the free energy changes by at most ``tol`` relatively, or when
-        no assignment changes.
+    tol : float, default=1e-4
+        scikit-learn's rule: stop when an M-step moves the centres by
+        sum_c ||mu_c^new - mu_c||^2 <= tol sum_j Var(x_j) / D (the data's variance per feature,
+        averaged), or when no assignment changes.
     random_state : int, numpy RandomState or Generator, or None, default=None
         Seed of every random stream (keyed by seed, iteration and chunk): an int
         makes the fit deterministic; a RandomState / Generator gives each fit a
@@ -115,6 +124,13 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         0: nothing is printed.
     callback : callable or None, default=None
         Called with each history row (a dict) after every iteration.
+    algorithm : {"lloyd", "elkan"}, default="lloyd"
+        scikit-learn's choice between two exact Lloyd implementations; accepted, for scripts
+        written for scikit-learn, and without effect: the search (``search``) decides which
+        distances each iteration evaluates. "elkan" with one cluster warns as scikit-learn's.
+    copy_x : bool, default=True
+        Accepted without effect: daskclust never modifies ``X`` (scikit-learn centres it in place
+        with ``copy_x=False``).
 
     Attributes
     ----------
@@ -128,9 +144,11 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
     sigma2_ : float
         Variance of the rows around their centres, sum ||y - mu||^2 / (D N).
     inertia_ : float
-        Sum of squared distances of the rows to their nearest centre.
+        Sum of squared distances of the rows to their nearest final centre, exact (one pass after
+        the last iteration), weighted by ``sample_weight``.
     n_iter_ : int
-        M-steps run.
+        Iterations run: M-steps, plus the last E-step when it found a fixed point (every
+        assignment unchanged), as scikit-learn counts them; at most ``max_iter``.
     converged_ : bool
     history_ : list of dict
         One row per iteration, see :data:`daskclust.em.loop.HISTORY_FIELDS`.
@@ -161,13 +179,15 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         the model; None for a model saved before it was recorded.
     """
 
-    _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True)}
+    _constraints = {**COMMON_CONSTRAINTS, "n_clusters": Interval(1, None, integer=True),
+                    "algorithm": Options(("lloyd", "elkan")), "copy_x": Options((True, False)),
+                    "n_init": Interval(1, None, integer=True, words=("auto",))}
 
     def __init__(self, n_clusters=8, *, search="estimated", n_neighbors=10, n_explore=1, n_init_esteps=0,
-                 n_samples=5, init="k-means||", n_init=1, max_iter=300, tol=1e-5, random_state=None,
+                 n_samples=5, init="k-means||", n_init="auto", max_iter=300, tol=1e-4, random_state=None,
                  coreset=None, refine_iter=0, oversampling_factor=2.0, init_rounds=5, chain_length=5,
                  chunk_rows=None, memory_budget=None, state="memory", state_store=None, scheduler_address=None,
-                 security=None, verbose=0, callback=None):
+                 security=None, verbose=0, callback=None, algorithm="lloyd", copy_x=True):
         self._store_params(locals())
 
     def _n_clusters(self) -> int:
@@ -178,6 +198,26 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
 
     def _family(self) -> Family:
         return FAMILIES["kmeans"]
+
+    def _n_runs(self) -> int:
+        if _is_array(self.init):
+            return 1
+        if self.n_init == "auto":
+            return AUTO_RUNS_OF_RANDOM if isinstance(self.init, str) and self.init == "random" else 1
+        return self.n_init
+
+    def _check_initial_params(self, n_clusters: int, n_features: int) -> None:
+        if _is_array(self.init) and self.n_init not in ("auto", 1):
+            warnings.warn(f"Explicit initial center position passed: performing only one init in {type(self).__name__} "
+                          f"instead of n_init={self.n_init}.", RuntimeWarning, stacklevel=3)
+        if self.algorithm == "elkan" and n_clusters == 1:
+            warnings.warn("algorithm='elkan' doesn't make sense for a single cluster. Using 'lloyd' instead.",
+                          RuntimeWarning, stacklevel=3)
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of :meth:`transform` (scikit-learn's ``get_feature_names_out``: kmeans0, kmeans1, ...)."""
+        return self.n_clusters
 
     def _model(self) -> Params:
         C = len(self.centres_)
@@ -190,9 +230,14 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
 
     @property
     def cluster_centers_(self) -> np.ndarray:
-        """The cluster centres, shape (C, D) (scikit-learn's name for ``centres_``)."""
+        """The cluster centres, shape (C, D) (scikit-learn's name for ``centres_``); assignable, as
+        scikit-learn's attribute."""
         self._check_fitted()
-        return self.centres_
+        return self._public(self.centres_)
+
+    @cluster_centers_.setter
+    def cluster_centers_(self, centres) -> None:
+        self.centres_ = np.asarray(centres, dtype=np.float64)
 
     def transform(self, X, *, output=None, storage_options=None, overwrite=False):
         """Euclidean distance of each row to every centre, shape (n_samples, C)."""
@@ -221,3 +266,8 @@ class KMeans(ClusterMixin, TransformerMixin, TruncatedEMEstimator):
         if sample_weight is not None:
             d2 = d2 * sample_weight
         return -float(d2.sum())
+
+
+def _is_array(init) -> bool:
+    """Whether ``init`` is given centres (not a seeding's name, not a callable)."""
+    return not isinstance(init, str) and not callable(init)

@@ -23,7 +23,8 @@ from ..errors import InvalidParameterError
 
 @dataclass(frozen=True)
 class Interval:
-    """A finite number in [low, high] (``None`` = unbounded); ``integer`` requires an int.
+    """A finite number in [low, high] (``None`` = unbounded); ``integer`` requires an int; ``words``
+    are strings also accepted (``n_init="auto"``).
 
     NaN and infinities are refused: no parameter means anything at them (``tol=nan``
     never converges, ``reg_covar=inf`` gives an infinite variance).
@@ -35,13 +36,17 @@ class Interval:
     allow_none: bool = False
     open_low: bool = False
     allow_bool: bool = False
+    words: tuple[str, ...] = ()
 
     def check(self, name: str, value: Any) -> None:
-        if (value is None and self.allow_none) or (isinstance(value, bool) and self.allow_bool):
+        if (value is None and self.allow_none) or (isinstance(value, bool) and self.allow_bool) \
+                or (isinstance(value, str) and value in self.words):
             return
         kind = numbers.Integral if self.integer else numbers.Real
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise InvalidParameterError(f"{name} must be {'an integer' if self.integer else 'a number'}, got {value!r}")
+            what = "an integer" if self.integer else "a number"
+            words = "".join(f" or {word!r}" for word in self.words)
+            raise InvalidParameterError(f"{name} must be {what}{words}, got {value!r}")
         if not isinstance(value, numbers.Integral) and not math.isfinite(value):  # an int may not fit a float
             raise InvalidParameterError(f"{name} must be a finite number, got {value!r}")
         if self.low is not None and (value < self.low or (self.open_low and value == self.low)):

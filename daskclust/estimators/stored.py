@@ -83,6 +83,7 @@ def restore(cls: type, stored: StoredModel, where: str):
         raise ModelStoreError(f"{where} is a damaged model: scalars missing {missing} or not finite {bad}")
     if scalars["n_features_in"] != D or scalars["sigma2"] < 0:
         raise ModelStoreError(f"{where} is a damaged model: n_features_in or sigma2 inconsistent with the centres")
+    estimator._output_dtype = _output_dtype(stored.data)
     estimator._set_model(Params(*(np.asarray(a, dtype=np.float64) for a in fitted.arrays().values())))
     for name in _SCALARS:
         setattr(estimator, name + "_", scalars[name])
@@ -95,6 +96,13 @@ def restore(cls: type, stored: StoredModel, where: str):
     estimator.cluster_sizes_ = _cluster_sizes(arrays, C, where)
     estimator._restore_stored(arrays, scalars, where)
     return estimator
+
+
+def _output_dtype(data: dict | None) -> np.dtype:
+    """The fitted attributes' dtype: float32 for a model fitted on float32 data (as when it was fitted),
+    float64 otherwise and for a model saved before its data were recorded."""
+    dtype = ((data or {}).get("fingerprint") or {}).get("dtype")
+    return np.dtype(np.float32 if dtype == "float32" else np.float64)
 
 
 def _cluster_sizes(arrays: dict, n_clusters: int, where: str) -> np.ndarray | None:

@@ -22,15 +22,18 @@ class Progress:
     Messages (seeding time, cluster start, restarts, the summary) go to the ``daskclust`` logger
     at INFO; a verbose fit (``verbose >= 1``) also prints them when logging would not show them
     and nobody configured that logger (the command line gives it a handler and a level).
-    A verbose fit prints one line per iteration: iteration, free energy, quantization error,
+    A verbose fit prints one line per iteration: iteration, quantization error (k-means' inertia,
+    as scikit-learn's KMeans prints it), free energy,
     distance evaluations per second, data throughput, elapsed time and an upper bound of the
-    remaining time (``max_iter`` iterations at the recent pace; the fit usually converges sooner).
+    remaining time (``max_iter`` iterations at the recent pace; the fit usually converges sooner),
+    every ``interval``-th iteration (scikit-learn's GaussianMixture's ``verbose_interval``).
     Nothing is printed when ``verbose`` is 0.
     """
 
     def __init__(self, verbose: int, callback: Callable[[dict], object] | None, nbytes: int,
-                 max_rows: int, stream=None):
+                 max_rows: int, stream=None, interval: int = 1):
         self.verbose = verbose
+        self.interval = interval
         self.callback = callback
         self.nbytes = nbytes
         self.max_rows = max_rows
@@ -62,10 +65,12 @@ class Progress:
             return
         seconds = max(row["seconds"], 1e-9)
         self.iter_seconds.append(seconds)
+        if row["iteration"] % self.interval:
+            return
         left = max(0, self.max_rows - row["iteration"] - 1)
         recent = self.iter_seconds[-5:]
         self._print(
-            f"iter {row['iteration']:4d}  F {row['free_energy']: .6e}  QE {row['quantization_error']:.6e}  "
-            f"{row['n_distances'] / seconds:9.3e} dist/s  {self.nbytes / seconds / 1e6:8.1f} MB/s  "
+            f"Iteration {row['iteration']}, inertia {row['quantization_error']:.6e}, free energy "
+            f"{row['free_energy']: .6e}  {row['n_distances'] / seconds:9.3e} dist/s  {self.nbytes / seconds / 1e6:8.1f} MB/s  "
             f"elapsed {time.perf_counter() - self.t0:7.2f} s  remaining <= {left * sum(recent) / len(recent):7.1f} s"
         )

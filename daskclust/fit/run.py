@@ -105,7 +105,7 @@ def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, 
                         seeding, params = steps.seed(engine, spec, plan.seed)
                         if start_params is None:
                             seeding, params = steps.start(engine, spec, seeding, params, plan.seed)
-                    progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s")
+                    progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s. Initialization complete")
                     figures = SeedingFigures(seeding.seconds, seeding.n_distances, seeding.method)
                     plan.record.seeding = figures
                     start = LoopState(0, params if start_params is None else start_params)
@@ -119,7 +119,10 @@ def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, 
                         raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {exc}") from exc
                     start = resumed.state
                     progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
+                settings = steps.loop_settings(engine, spec, settings, seeding if resumed is None else None)
                 result, extras = steps.iterate(engine, spec, start, settings, search, progress, plan.checkpointer)
+                if result.stop:
+                    progress.say(result.stop)
                 plan.record.fingerprint[FINGERPRINT_CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
                 bytes_read += engine.bytes_read()
             return _result(result, plan.seed, plan.record.seeding, bytes_read, extras)

@@ -19,6 +19,7 @@ from ..em.loop import EMResult, EMSettings, LoopState, run_em
 from ..models import Params
 from ..search import Search
 from ..seeding import SeedResult, seed
+from ..seeding.passes import data_variance, exact_inertia
 
 
 class FitSteps:
@@ -38,12 +39,27 @@ class FitSteps:
         """The parameters of the first E-step from the seeding's (with what the start cost added)."""
         return seeding, params
 
+    def loop_settings(self, engine, spec, settings: EMSettings, seeding: SeedResult | None) -> EMSettings:
+        """The loop's stopping rule. A hard family's (k-means) ``tol`` is scikit-learn KMeans': stop when the
+        M-step moves the centres by sum_c ||mu_c^new - mu_c||^2 <= tol sum_j Var(x_j) / D (the variance
+        from the seeding's first pass, or from one pass when resumed); the others' bound the free energy."""
+        if not spec.family.hard:
+            return settings
+        variance = seeding.data_variance if seeding is not None and seeding.data_variance is not None \
+            else data_variance(engine)
+        return replace(settings, tol=0.0, shift_tol=spec.tol * variance)
+
     def iterate(self, engine, spec, start: LoopState, settings: EMSettings, search: Search, progress,
                 checkpointer) -> tuple[EMResult, dict]:
         """The EM iterations after the seeding (or from a checkpoint), each reported to ``progress``
         (:class:`~daskclust.fit.progress.Progress`); the result and what the variant records beside
-        it (:attr:`~daskclust.fit.result.FitResult.extras`)."""
-        return run_em(engine, start, settings, search, progress.row, checkpointer), {}
+        it (:attr:`~daskclust.fit.result.FitResult.extras`). A hard family's inertia is then the exact
+        cost of the final centres (one more pass: a truncated search's last E-step sums over each row's
+        K(n), which bounds it from above), as scikit-learn's ``inertia_``."""
+        result = run_em(engine, start, settings, search, progress.row, checkpointer)
+        if spec.family.hard:
+            result = replace(result, inertia=exact_inertia(engine, result.params.means))
+        return result, {}
 
     def coreset_builder(self, spec, seed_value: int):
         """The :class:`~daskclust.transforms.LightweightCoreset` of a ``coreset=m`` fit."""
@@ -61,9 +77,13 @@ class MixtureSteps(FitSteps):
     weights: np.ndarray | None = None
     covariances: np.ndarray | None = None
     kmeans_start: bool = False
+    seed_variance: bool = True
+    """Whether the initial covariances are the seeding's variance sigma^2 I + reg (else reg I alone:
+    scikit-learn's M-step on one row per component, its "k-means++" and "random_from_data" starts)."""
 
     def initial_params(self, spec, seeding: SeedResult) -> Params:
-        return self.with_given(super().initial_params(spec, seeding))
+        sigma2 = seeding.sigma2 if self.seed_variance else 0.0
+        return self.with_given(spec.family.initial_params(seeding.centres, sigma2, spec.reg))
 
     def start(self, engine, spec, seeding, params, seed_value):
         if not self.kmeans_start:

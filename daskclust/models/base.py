@@ -184,15 +184,17 @@ class Family:
         (:class:`InvalidParameterError` for a wrong shape or values that are not precisions)."""
         prec = np.asarray(precisions, dtype=np.float64)
         shape = self.covariance_shape(n_clusters, n_features)
-        if prec.shape != shape or not np.all(np.isfinite(prec)):
-            raise InvalidParameterError(f"precisions_init must be a finite array of shape {shape} for "
-                                        f"covariance_type={self.name!r}, got shape {prec.shape}")
+        if prec.shape != shape:
+            raise InvalidParameterError(f"The parameter '{self.name} precision' should have the shape of {shape}, "
+                                        f"but got {prec.shape}")
+        if not np.all(np.isfinite(prec)):
+            raise InvalidParameterError(f"'{self.name} precision' should be finite")
         return self.inverted_precisions(prec)
 
     def inverted_precisions(self, precisions: np.ndarray) -> np.ndarray:
         """The covariances of finite precisions of the right shape (:meth:`covariances_from_precisions`)."""
         if np.any(precisions <= 0):
-            raise InvalidParameterError("precisions_init must be positive")
+            raise InvalidParameterError(f"'{self.name} precision' should be positive")
         return 1.0 / precisions
 
     def sample_deviations(self, z: np.ndarray, covariances: np.ndarray, labels: np.ndarray) -> np.ndarray:

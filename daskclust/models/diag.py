@@ -66,7 +66,8 @@ class DiagFamily(WeightedFamily):
 
     def covariances(self, stats, shift, reg, has_mass):
         S0 = stats.S0[has_mass][:, None]
-        return np.maximum(stats.S2[has_mass] - S0 * shift[has_mass] ** 2, 0.0) / S0 + reg
+        return variance_floor(np.maximum(stats.S2[has_mass] - S0 * shift[has_mass] ** 2, 0.0) / S0 + reg,
+                              stats.S1[has_mass] / S0)
 
     def covariance_parameters(self, n_features):
         return n_features

@@ -100,14 +100,17 @@ def matrix_problem(covariances: np.ndarray) -> str | None:
     return None
 
 
-def inverted_precision_matrices(precisions: np.ndarray) -> np.ndarray:
+def inverted_precision_matrices(precisions: np.ndarray, covariance_type: str) -> np.ndarray:
     """Covariances Sigma_c = P_c^-1 of (C, D, D) precisions, through the Cholesky factor of each and a
     triangular solve (no matrix inverse): P = L L^T, so Sigma = L^-T L^-1;
-    :class:`InvalidParameterError` when one is not positive definite."""
+    :class:`InvalidParameterError` (scikit-learn's words) when one is not symmetric positive definite."""
+    refused = InvalidParameterError(f"'{covariance_type} precision' should be symmetric, positive-definite")
+    if not np.allclose(precisions, precisions.transpose(0, 2, 1)):
+        raise refused
     try:
         M = lower_inverse(cholesky(precisions))
     except ConvergenceError:
-        raise InvalidParameterError("precisions_init must be symmetric positive definite") from None
+        raise refused from None
     return M.transpose(0, 2, 1) @ M
 
 
@@ -136,7 +139,7 @@ class FullFamily(WeightedFamily):
         return chol @ chol.transpose(0, 2, 1), chol
 
     def inverted_precisions(self, precisions):
-        return inverted_precision_matrices(precisions)
+        return inverted_precision_matrices(precisions, self.name)
 
     def sample_deviations(self, z, covariances, labels):
         return np.einsum("nij,nj->ni", cholesky(covariances)[labels], z)

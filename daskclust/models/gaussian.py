@@ -45,8 +45,10 @@ class WeightedFamily(Family):
         return Params(means, weights, cov)
 
     def covariances(self, stats: SuffStats, shift: np.ndarray, reg: float, has_mass: np.ndarray) -> np.ndarray:
-        """The new covariances of the components with mass (the M-step above); the kernels floor them
-        (:func:`~.base.variance_floor`) where a variance reaches 0 (duplicate rows, ``reg_covar=0``)."""
+        """The new covariances of the components with mass (the M-step above). A variance that reaches 0
+        (a component collapsed onto repeated rows with ``reg_covar=0``) is raised to the variance floor
+        (:func:`~.base.variance_floor`) by the diagonal and spherical families, where scikit-learn's raise;
+        a covariance matrix that is not positive definite is :func:`ill_defined`, as scikit-learn's."""
         raise NotImplementedError
 
     def n_parameters(self, n_clusters, n_features):
@@ -60,6 +62,6 @@ class WeightedFamily(Family):
 def ill_defined(family: str) -> ConvergenceError:
     """scikit-learn's error for a covariance that is not positive definite."""
     return ConvergenceError(
-        f"fitting the {family} mixture failed: some components have ill-defined empirical covariances "
-        "(for instance caused by singleton or collapsed samples); decrease the number of components, "
-        "increase reg_covar, or scale the input data")
+        "Fitting the mixture model failed because some components have ill-defined empirical covariance "
+        "(for instance caused by singleton or collapsed samples). Try to decrease the number of components, "
+        f"increase reg_covar, or scale the input data. (covariance_type={family!r})")

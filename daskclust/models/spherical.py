@@ -45,7 +45,7 @@ class SphericalFamily(WeightedFamily):
         S0 = stats.S0[has_mass]
         D = stats.S1.shape[1]
         within = np.maximum(stats.S2[has_mass] - S0 * np.einsum("cd,cd->c", shift[has_mass], shift[has_mass]), 0.0)
-        return within / (D * S0) + reg
+        return variance_floor(within / (D * S0) + reg, stats.S1[has_mass] / S0[:, None])
 
     def covariance_parameters(self, n_features):
         return 1

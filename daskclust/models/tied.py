@@ -89,7 +89,7 @@ class TiedFamily(WeightedFamily):
         return chol @ chol.T, chol
 
     def inverted_precisions(self, precisions):
-        return inverted_precision_matrices(precisions[None])[0]
+        return inverted_precision_matrices(precisions[None], self.name)[0]
 
     def sample_deviations(self, z, covariances, labels):
         return z @ cholesky(covariances).T

@@ -70,11 +70,11 @@ def check_init(init, n_clusters: int, n_features: int | None = None):
         return init
     centres = np.asarray(init, dtype=np.float64)
     if centres.ndim != 2 or centres.shape[0] != n_clusters:
-        raise InvalidParameterError(
-            f"init array must have shape (n_clusters, n_features) = ({n_clusters}, ...); got {centres.shape}"
-        )
+        raise InvalidParameterError(f"The shape of the initial centers {centres.shape} does not match the number "
+                                    f"of clusters {n_clusters}.")
     if n_features is not None and centres.shape[1] != n_features:
-        raise InvalidParameterError(f"init array has {centres.shape[1]} features, the data {n_features}")
+        raise InvalidParameterError(f"The shape of the initial centers {centres.shape} does not match the number "
+                                    f"of features of the data {n_features}.")
     if not np.isfinite(centres).all():
         raise InvalidParameterError("init array contains NaN or inf")
     return centres

@@ -238,6 +238,30 @@ class FirstPassOp:
         return a
 
 
+@dataclass
+class MomentsOp:
+    """The data's weighted mean and variance per feature (``moments`` as :class:`FirstPassOp`'s), in
+    one pass when no seeding made the first (a resumed fit)."""
+
+    n_features: int
+
+    def new_acc(self):
+        return {"moments": (0.0, np.zeros(self.n_features), np.zeros(self.n_features))}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        acc["moments"] = merge_moments(acc["moments"], chunk_moments(chunk))
+
+    def merge(self, a, b):
+        a["moments"] = merge_moments(a["moments"], b["moments"])
+        return a
+
+
+def data_variance(engine) -> float:
+    """sum_j Var(x_j) / D, the data's variance per feature averaged over the features (weighted)."""
+    W, _, ss = engine.map_reduce(MomentsOp(engine.data.n_features))["moments"]
+    return float(ss.mean() / W)
+
+
 def chunk_moments(chunk: Chunk) -> tuple[float, np.ndarray, np.ndarray]:
     """(W, mean, sum_n w_n (x_n - mean)^2) of a chunk's rows, per feature, in float64."""
     w = chunk_weights(chunk)
@@ -409,6 +433,30 @@ class AssignOp:
         acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
 
     merge = staticmethod(add_arrays)
+
+
+@dataclass
+class NearestCostOp:
+    """sum_n w_n min_c ||y_n - mu_c||^2 exactly (``index``: a :class:`NearestIndex` over the centres),
+    the chunks' state untouched: the inertia of final centres."""
+
+    index: NearestIndex
+
+    def new_acc(self):
+        return {"qe": np.zeros(1), "n_dist": np.zeros(1)}
+
+    def run(self, chunk: Chunk, acc) -> None:
+        labels = np.zeros(chunk.n_rows, dtype=np.int32)
+        d2 = np.full(chunk.n_rows, np.inf)
+        acc["n_dist"][0] += self.index.search(chunk.X, d2, labels)
+        acc["qe"][0] += weighted_sum(chunk.w, d2)
+
+    merge = staticmethod(add_arrays)
+
+
+def exact_inertia(engine, centres: np.ndarray) -> float:
+    """The data's exact k-means cost at ``centres`` (one pass; the ball index prunes distances)."""
+    return float(engine.map_reduce(NearestCostOp(NearestIndex.probed(centres)))["qe"][0])
 
 
 @dataclass

@@ -268,7 +268,7 @@ def test_info_of_a_store_written_before_the_records(store, tmp_path, client, cap
 def test_resume_reopens_the_recorded_weights(store, tmp_path, client):
     """A weighted fit's checkpoint records where its weights are: --resume needs neither DATA nor --sample-weight,
     may change --max-iter, and ends where the uninterrupted fit did."""
-    base = ["--clusters", "5", "--init", "random", "--tol", "0", "--sample-weight", "w", "--chunk-rows", "100"]
+    base = ["--clusters", "5", "--init", "random", "--n-init", "1", "--tol", "0", "--sample-weight", "w", "--chunk-rows", "100"]
     assert fit(store, *base, "--max-iter", "6", "--checkpoint", tmp_path / "run", "--checkpoint-every", "2",
                "--output", tmp_path / "a.zarr", client=client) == 0
     oldest = sorted(p.name for p in (tmp_path / "run").iterdir() if p.name.startswith("ckpt-"))[0]

@@ -224,7 +224,7 @@ def test_the_html_lists_the_summary(stores, tmp_path):
     rows = {k: html.unescape(v) for k, v in re.findall(r"<tr><th>([^<]+)</th><td>([^<]+)</td></tr>", page)}
     assert rows["model"] == "GaussianMixture: 6 clusters, 5 features"
     assert float(rows["final free energy per point"]) == pytest.approx(model.history_[-1]["free_energy"], rel=1e-5)
-    assert rows["covariance_type"] == '"diag"' and rows["n_components"] == "6"
+    assert rows["covariance_type"] == '"full"' and rows["n_components"] == "6"
     assert "none (the centres alone" in rows["data shown"]
 
 

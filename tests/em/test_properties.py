@@ -26,7 +26,7 @@ def test_free_energy_never_decreases(client, model, data, weighted):
     X, _ = birch(36, points=50, seed=7) if data == "birch" else blobs(1500, 8, 12, seed=7)
     C = 36 if data == "birch" else 12
     w = np.random.default_rng(1).uniform(0.2, 3.0, len(X)) if weighted else None
-    fitted = MODELS[model](C, init="random", random_state=3, tol=0, max_iter=25).fit(X, sample_weight=w,
+    fitted = MODELS[model](C, init="random", n_init=1, random_state=3, tol=0, max_iter=25).fit(X, sample_weight=w,
                                                                                       client=client)
     assert len(fitted.history_) > 3
     assert_non_decreasing([row["free_energy"] for row in fitted.history_])

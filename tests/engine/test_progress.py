@@ -77,10 +77,10 @@ def test_a_verbose_streamed_fit_shows_a_bar_per_pass_advanced_by_its_chunks(fres
     shown = bars(err)
     seeding = {name for name in shown if name.startswith("seeding")}
     passes = {name for name in shown if name.startswith("streamed pass")}
-    assert seeding and len(passes) == len(model.history_)  # every E-step pass streamed the store
+    assert seeding and len(passes) == len(model.history_) + 1  # every E-step pass, then the exact inertia's
     assert shown == seeding | passes
     assert err.count("| 6/6 [") >= len(shown)  # each bar shown complete (6 chunks)
-    assert "iter    0" in out and "done:" in out  # the iteration lines (logging shows no INFO here)
+    assert "Iteration 0, inertia" in out and "done:" in out  # the iteration lines (logging shows no INFO here)
     assert wait_for_events(fresh, before + 6 * len(shown)) == before + 6 * len(shown)  # one event per chunk
 
 
@@ -110,7 +110,7 @@ def test_the_cli_shows_bars_for_a_streamed_fit_and_a_predict_to_zarr(fresh, stor
                  str(tmp_path / "m2.zarr"), "--scheduler", address]) == 0
     out, err = capsys.readouterr()  # the messages neither logged nor printed; the bars and lines still shown
     assert "seeding (k-means||)" not in out + err and "daskclust: " not in err
-    assert "iter    0" in out and "seeding (pass 1)" in err
+    assert "Iteration 0, inertia" in out and "seeding (pass 1)" in err
 
 
 def test_sketch_and_coreset_passes_show_bars_when_verbose(fresh, capsys):

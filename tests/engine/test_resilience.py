@@ -33,7 +33,7 @@ def data():
 
 @pytest.mark.parametrize("kind", ["kmeans", "gmm"])
 def test_resume_equals_the_uninterrupted_fit(client, tmp_path, data, kind):
-    common = dict(random_state=3, init="random", tol=0, max_iter=14)  # random seeds: 15 iterations to go
+    common = dict(random_state=3, init="random", n_init=1, tol=0, max_iter=14)  # random seeds: 15 iterations to go
     est = daskclust.KMeans(64, **common) if kind == "kmeans" else daskclust.GaussianMixture(64, covariance_type="isotropic", **common)
     plain = clone(est).fit(data, client=client)
     whole = clone(est).fit(data, client=client, checkpoint=tmp_path / "whole", checkpoint_every=3)
@@ -49,7 +49,7 @@ def test_resume_equals_the_uninterrupted_fit(client, tmp_path, data, kind):
 
 
 def test_interrupted_checkpoint_is_refused_and_the_previous_one_used(client, tmp_path, data, monkeypatch):
-    est = daskclust.KMeans(64, random_state=5, init="random", tol=0, max_iter=10)
+    est = daskclust.KMeans(64, random_state=5, init="random", n_init=1, tol=0, max_iter=10)
     plain = clone(est).fit(data, client=client)
     run = tmp_path / "run"
     real_save = daskclust.engine.engine.Engine.save_state
@@ -81,9 +81,9 @@ def test_interrupted_checkpoint_is_refused_and_the_previous_one_used(client, tmp
 
 def test_resume_refuses_other_data_or_parameters(client, tmp_path, data):
     run = tmp_path / "run"
-    daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, checkpoint=run, checkpoint_every=2)
+    daskclust.KMeans(64, random_state=5, tol=0, max_iter=4).fit(data, client=client, checkpoint=run, checkpoint_every=2)
     with pytest.raises(CheckpointError, match="other data"):
-        daskclust.KMeans(64, random_state=5, max_iter=4).fit(data[:-10], client=client, resume=run)
+        daskclust.KMeans(64, random_state=5, tol=0, max_iter=4).fit(data[:-10], client=client, resume=run)
     with pytest.raises(CheckpointError, match="other parameters: n_neighbors=10"):
         daskclust.KMeans(64, random_state=5, n_neighbors=3).fit(data, client=client, resume=run)
     with pytest.raises(CheckpointError, match="is of a KMeans"):
@@ -100,12 +100,12 @@ def test_resume_refuses_other_data_of_the_same_shape_and_chunking(client, tmp_pa
     if form == "zarr":
         data, other = write_zarr(tmp_path / "a.zarr", data, 400), write_zarr(tmp_path / "b.zarr", other, 400)
     run = tmp_path / "run"
-    first = daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, checkpoint=run,
+    first = daskclust.KMeans(64, random_state=5, tol=0, max_iter=4).fit(data, client=client, checkpoint=run,
                                                                   checkpoint_every=2)
     assert len(first.training_data_["fingerprint"]["content"]) == 64
     with pytest.raises(CheckpointError, match="same shape, dtype and chunking, but its data's content fingerprint"):
-        daskclust.KMeans(64, random_state=5, max_iter=6).fit(other, client=client, resume=run)
-    resumed = daskclust.KMeans(64, random_state=5, max_iter=6).fit(data, client=client, resume=run)
+        daskclust.KMeans(64, random_state=5, tol=0, max_iter=6).fit(other, client=client, resume=run)
+    resumed = daskclust.KMeans(64, random_state=5, tol=0, max_iter=6).fit(data, client=client, resume=run)
     assert resumed.training_data_["fingerprint"] == first.training_data_["fingerprint"]
 
 
@@ -123,13 +123,13 @@ def test_fit_resume_on_the_command_line_refuses_other_data(tmp_path, data, capsy
 
 def test_a_checkpoint_without_a_content_fingerprint_is_refused(client, tmp_path, data):
     run = tmp_path / "run"
-    daskclust.KMeans(64, random_state=5, max_iter=2).fit(data, client=client, checkpoint=run, checkpoint_every=2)
+    daskclust.KMeans(64, random_state=5, tol=0, max_iter=2).fit(data, client=client, checkpoint=run, checkpoint_every=2)
     group = zarr.open_group(checkpoint.latest(run), mode="a")
     meta = json.loads(group.attrs["meta"])
     del meta["data"]["content"]
     group.attrs["meta"] = json.dumps(meta)
     with pytest.raises(CheckpointError, match="records no content fingerprint"):
-        daskclust.KMeans(64, random_state=5, max_iter=4).fit(data, client=client, resume=run)
+        daskclust.KMeans(64, random_state=5, tol=0, max_iter=4).fit(data, client=client, resume=run)
 
 
 @pytest.mark.parametrize("state", ["memory", "zarr"])
@@ -157,7 +157,7 @@ def fragile_cluster():
 @pytest.mark.parametrize("with_checkpoint", [False, True])
 def test_a_killed_worker_does_not_change_the_model(fragile_cluster, tmp_path, data, with_checkpoint):
     client = fragile_cluster
-    est = daskclust.KMeans(64, random_state=5, init="random", tol=0, max_iter=12)
+    est = daskclust.KMeans(64, random_state=5, init="random", n_init=1, tol=0, max_iter=12)
     undisturbed = clone(est).fit(data, client=client)
     pids = client.run(os.getpid)
     victim = sorted(pids)[-1]
@@ -178,7 +178,7 @@ def test_cli_checkpoint_and_resume(tmp_path, data, client, capsys):
     store = write_zarr(tmp_path / "X.zarr", data, 400)
     address = client.scheduler.address
     base = ["fit", store, "--clusters", "64", "--seed", "3", "--scheduler", address, "--quiet", "--tol", "0",
-            "--max-iter", "12", "--init", "random"]
+            "--max-iter", "12", "--init", "random", "--n-init", "1"]
     assert main(base + ["--output", str(tmp_path / "a.zarr")]) == 0
     assert main(base + ["--output", str(tmp_path / "b.zarr"), "--checkpoint", str(tmp_path / "run"),
                         "--checkpoint-every", "3"]) == 0
@@ -192,7 +192,7 @@ def test_cli_checkpoint_and_resume(tmp_path, data, client, capsys):
 def test_a_worker_added_mid_fit_changes_nothing(tmp_path, data):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
                       memory_limit="2GiB") as cluster, Client(cluster, set_as_default=False) as client:
-        est = daskclust.KMeans(64, random_state=8, init="random", tol=0, max_iter=10)
+        est = daskclust.KMeans(64, random_state=8, init="random", n_init=1, tol=0, max_iter=10)
         undisturbed = clone(est).fit(data, client=client)
 
         def grow(row):

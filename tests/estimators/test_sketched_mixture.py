@@ -51,7 +51,7 @@ def test_means_come_back_in_the_raw_space_and_predict_works_on_both_inputs(clien
     lazy = model.predict(SketchedData.open(tmp_path / "s.zarr"))
     assert isinstance(lazy, da.Array)
     assert np.array_equal(lazy.compute(), model.predict(Sketch(12, random_state=1).fit_transform(X, client=client)))
-    proba = model.predict_proba(X[:50], n_truncated=model.n_components, dense=True)  # the whole posterior
+    proba = model.predict_proba(X[:50])  # the whole posterior
     assert np.allclose(proba.sum(axis=1), 1.0)
     assert np.isfinite(model.score(X[:200]))
     sample, labels = model.sample(10, random_state=0)

@@ -23,11 +23,12 @@ from daskclust.fit import derive_seeds
 
 from conftest import blobs
 
+WEIGHTS_AS_REPEATS = ("random draws (seeding, search) are keyed by row and chunk, so repeated rows draw otherwise "
+                      "than weighted ones: the fits agree in distribution, not one by one (scikit-learn's KMeans "
+                      "lists it too)")
 EXPECTED_FAILED_CHECKS = {
-    "check_sample_weight_equivalence_on_dense_data": (
-        "random draws (seeding, search) are keyed by row and chunk, so repeated rows draw otherwise than "
-        "weighted ones: the fits agree in distribution, not one by one (scikit-learn's KMeans lists it too)"
-    ),
+    "check_sample_weight_equivalence_on_dense_data": WEIGHTS_AS_REPEATS,
+    "check_sample_weight_equivalence_on_sparse_data": WEIGHTS_AS_REPEATS,
 }
 """Checks that cannot hold for these estimators: check name -> reason."""
 
@@ -115,7 +116,7 @@ def test_n_init_one_is_the_plain_fit(data):
 
 def test_n_init_refuses_checkpointing(data, tmp_path):
     for kwargs in ({"checkpoint": tmp_path / "ck"}, {"resume": tmp_path / "ck"}):
-        with pytest.raises(InvalidParameterError, match="checkpoint and resume need n_init=1"):
+        with pytest.raises(InvalidParameterError, match="checkpoint and resume need one run"):
             daskclust.KMeans(12, n_init=2).fit(data, **kwargs)
     with pytest.raises(InvalidParameterError, match="n_init must be >= 1"):
         daskclust.KMeans(12, n_init=0).fit(data)

@@ -627,7 +627,7 @@ def test_sampled_search_recovers_the_birch_grid(client, monkeypatch, kind):
     def median_recovered(search):
         fractions = []
         for seed in range(3):
-            kw = dict(search=search, init="random", random_state=seed, n_explore=0, n_samples=3, max_iter=40)
+            kw = dict(search=search, init="random", n_init=1, random_state=seed, n_explore=0, n_samples=3, max_iter=40)
             est = daskclust.KMeans(49, **kw) if kind == "kmeans" else daskclust.GaussianMixture(49, covariance_type="isotropic", n_truncated=2,
                                                                                                  init_params="seeding", **kw)
             fractions.append(recovered_fraction(centres, est.fit(X, client=client).centres_)[0])

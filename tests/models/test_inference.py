@@ -153,8 +153,8 @@ def test_new_rows_get_the_exact_label_posterior_and_score(client, cov_type):
     assert np.mean(joint[np.arange(len(test)), labels] >= joint.max(axis=1) - 1e-9) == 1.0
     np.testing.assert_allclose(model.score_samples(test), sk.score_samples(test), rtol=0, atol=1e-6)
     assert model.score(test) == pytest.approx(sk.score(test), abs=1e-6)
-    dense = model.predict_proba(test, n_truncated=60, dense=True)
+    dense = model.predict_proba(test)
     np.testing.assert_allclose(dense, sk.predict_proba(test), rtol=0, atol=1e-9)
-    top = model.predict_proba(test, dense=True)  # C' = 5 entries per row, exact values
+    top = model.predict_proba(test, top_k=5).toarray()  # 5 entries per row, exact values
     kept = top > 0
     np.testing.assert_allclose(top[kept], sk.predict_proba(test)[kept], rtol=0, atol=1e-9)

@@ -230,9 +230,8 @@ def test_inference_equals_sklearns_for_the_same_parameters(fitted, X):
     assert np.all(found <= sk.score_samples(test) + 1e-9)
     assert np.all(found >= sk.score_samples(test) - SCORE_TOLERANCE - 1e-9)
     assert fitted.score(test) == pytest.approx(sk.score(test), abs=1e-9)
-    np.testing.assert_allclose(fitted.predict_proba(test, n_truncated=6, dense=True), sk.predict_proba(test),
-                               rtol=0, atol=1e-9)
-    top = fitted.predict_proba(test, dense=True)  # C' = 3 entries per row, exact values
+    np.testing.assert_allclose(fitted.predict_proba(test), sk.predict_proba(test), rtol=0, atol=1e-9)
+    top = fitted.predict_proba(test, top_k=3).toarray()  # 3 entries per row, exact values
     assert np.all((top > 0).sum(1) <= 3)
     np.testing.assert_allclose(top[top > 0], sk.predict_proba(test)[top > 0], rtol=0, atol=1e-9)
     joint = sk._estimate_weighted_log_prob(test)
@@ -304,8 +303,8 @@ def test_sklearn_compatible(client, estimator, check):
 # -- refusals --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("precisions, match", [
-    (np.stack([np.eye(2)] * 2), r"shape \(2, 2\)"),
-    (np.array([[1.0, 2.0], [2.0, 1.0]]), "symmetric positive definite"),
+    (np.stack([np.eye(2)] * 2), r"'tied precision' should have the shape of \(2, 2\), but got \(2, 2, 2\)"),
+    (np.array([[1.0, 2.0], [2.0, 1.0]]), "'tied precision' should be symmetric, positive-definite"),
 ])
 def test_bad_precisions_init_is_refused_before_any_work(precisions, match):
     with pytest.raises(InvalidParameterError, match=match):
@@ -315,7 +314,7 @@ def test_bad_precisions_init_is_refused_before_any_work(precisions, match):
 
 def test_singular_covariance_without_reg_covar_is_a_clear_error(client):
     X = np.repeat(np.arange(40.0)[:, None], 2, axis=1)  # on a line: the shared covariance is singular
-    with pytest.raises(ConvergenceError, match="tied mixture.*reg_covar"):
+    with pytest.raises(ConvergenceError, match="ill-defined empirical covariance.*reg_covar.*'tied'"):
         daskclust.GaussianMixture(2, covariance_type="tied", reg_covar=0.0, random_state=0).fit(X, client=client)
 
 

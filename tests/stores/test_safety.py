@@ -131,7 +131,7 @@ def test_make_data_never_replaces_a_model_or_user_files(workdir, model, capsys):
 
 def test_checkpoint_directory_rules(workdir, client, tmp_path):
     root, X = workdir
-    est = daskclust.KMeans(16, init="random", random_state=1, max_iter=4, tol=0)  # random seeds: iterations to checkpoint
+    est = daskclust.KMeans(16, init="random", n_init=1, random_state=1, max_iter=4, tol=0)  # random seeds: iterations to checkpoint
     with pytest.raises(OutputRefusedError, match="not a store daskclust wrote"):
         est.fit(X, client=client, checkpoint=root / "notes")
     with pytest.raises(OutputRefusedError, match="overlaps the input"):
@@ -255,7 +255,7 @@ def test_every_damage_to_a_checkpoint_is_a_checkpoint_error(client, tmp_path):
     """Delete or garble each file of a checkpoint in turn: loading it (metadata, on the driver) or
     resuming from it (chunk states, read by the workers) raises CheckpointError, never resumes."""
     X, _ = birch(16, points=40, seed=4)
-    est = daskclust.KMeans(16, init="random", random_state=2, max_iter=4, tol=0, chunk_rows=256)
+    est = daskclust.KMeans(16, init="random", n_init=1, random_state=2, max_iter=4, tol=0, chunk_rows=256)
     est.fit(X, client=client, checkpoint=tmp_path / "run", checkpoint_every=2)
     ckpt = tmp_path / "run" / "ckpt-000002"
     pristine = {p: p.read_bytes() for p in model_files(ckpt)}
