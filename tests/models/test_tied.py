@@ -185,7 +185,7 @@ def test_kmeans_start_is_the_pooled_covariance_of_the_k_means_clusters(client, X
     covariance of the rows about their cluster's mean, + reg_covar (scikit-learn's tied start)."""
     C, reg = 5, 1e-3
     km = daskclust.KMeans(C, init="k-means++", random_state=3).fit(X, client=client)
-    start = daskclust.GaussianMixture(C, covariance_type="tied", random_state=3, reg_covar=reg, max_iter=0,
+    start = daskclust.GaussianMixture(C, covariance_type="tied", random_state=3, reg_covar=reg, max_iter=0, init="k-means++",
                                       n_truncated=None).fit(X, client=client)
     labels = km.labels_
     diff = X - km.cluster_centers_[labels]
