@@ -19,6 +19,7 @@ import numpy as np
 from ..engine.ops import Chunk
 from ..models import SuffStats
 from ..names import STATE_K
+from ..seeding.passes import chunk_weights
 
 
 def _far_rows(d2: np.ndarray, chunk: np.ndarray, row: np.ndarray, label: np.ndarray, x: np.ndarray,
@@ -46,12 +47,12 @@ class FarthestRowsOp:
         X = np.asarray(chunk.X, dtype=np.float64)
         diff = X - self.means[label]
         d2 = np.einsum("nd,nd->n", diff, diff)
-        w = chunk.w if chunk.w is not None and len(chunk.w) else np.ones(chunk.n_rows)
+        w = chunk_weights(chunk)
         keep = np.flatnonzero((w > 0) & (d2 > 0))
         if len(keep) > self.k:
             keep = keep[np.argpartition(-d2[keep], self.k - 1)[:self.k]]
         found = {"d2": d2[keep], "chunk": np.full(len(keep), chunk.index, np.int64), "row": keep.astype(np.int64),
-                 "label": label[keep].astype(np.int32), "x": X[keep], "w": np.asarray(w, np.float64)[keep]}
+                 "label": label[keep].astype(np.int32), "x": X[keep], "w": w[keep]}
         acc.update(self.merge(dict(acc), found))
 
     def merge(self, a, b):
