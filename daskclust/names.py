@@ -74,6 +74,8 @@ STREAM_GREEDY = 65
 """Greedy mixture learning: the random halves of the cells candidates are made from (driver)."""
 STREAM_ESTEP = 41
 """E-step: exploratory and sampled candidates, per iteration and chunk."""
+STREAM_RANDOM_START = 42
+"""A mixture's random start: each row's random responsibilities, per chunk."""
 STREAM_BALL_INDEX = 71
 """Ball index: the group centres' initial draw."""
 STREAM_PRUNING_PROBE = 73

@@ -27,6 +27,7 @@ from ..kernels.estep import CHANGED, NDIST_CENTRES, NDIST_POINTS, QE, W
 from ..models import Family, Params, SuffStats, variance_floor
 from ..names import STATE_K
 from ..search import Search
+from ..seeding.passes import exact_inertia
 from .estep_op import EStepOp
 from .relocation import relocate_empty
 
@@ -90,6 +91,11 @@ class EMSettings:
     shift_tol: float | None = None
     """Also stop when an M-step moves the means by at most this in all, sum_c ||mu_c^new - mu_c||^2
     (scikit-learn's KMeans rule, there tol times the data's mean variance)."""
+    exact_inertia: bool = False
+    """Make the inertia the exact k-means cost of the returned means (scikit-learn's ``inertia_``): one more
+    pass, counted in the last history row, unless the last E-step already evaluated it (a fixed point,
+    no row moved, of a search that evaluates every cluster). A truncated search's E-step sums over each
+    row's K(n), which bounds the cost from above, and a stop on the centres' shift moves them after it."""
 
     @property
     def keep_state(self) -> bool:
@@ -192,12 +198,12 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
             "n_changed": n_changed,
         }
         driver_distances = 0
+        if last:
+            break  # the last row is recorded with the final parameters' inertia pass
         row["seconds"] = time.perf_counter() - t0  # E-step pass, M-step and neighbourhood update
         history.append(row)
         if report is not None:
             report(row)
-        if last:
-            break
         params, prev_f = new, free_energy
         if checkpointer is not None and checkpointer.due(t + 1):
             checkpointer.save(engine, LoopState(t + 1, params, prev_f, history), search.state())
@@ -220,7 +226,17 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
     else:
         params = family.final_params(stats, params, kernel)
     warn_if_degenerate(params.means, stats)
-    return EMResult(params, n_iter, bool(done), float(scal[QE]), history, stats.S0.copy(), stop)
+    inertia = float(scal[QE])
+    if settings.exact_inertia and not (done and t > first_m and fixed_point and search.exact):
+        inertia, n_distances = exact_inertia(engine, params.means)
+        row["n_distances"] += n_distances
+        row["n_distances_points"] += n_distances
+        row["distance_speedup"] = float(n_samples * C / row["n_distances"])
+    row["seconds"] = time.perf_counter() - t0
+    history.append(row)
+    if report is not None:
+        report(row)
+    return EMResult(params, n_iter, bool(done), inertia, history, stats.S0.copy(), stop)
 
 
 def warn_if_degenerate(centres: np.ndarray, stats: SuffStats) -> None:

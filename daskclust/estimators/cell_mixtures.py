@@ -96,8 +96,8 @@ class CellGaussianMixture(GaussianMixture):
     def _absolute_tol(self) -> bool:
         return False
 
-    def _kmeans_start(self) -> bool:
-        return False  # the seeds start EM on the cells (Verbeek et al. 2006)
+    def _start_from(self) -> str:
+        return "seeds"  # the seeds start EM on the cells (Verbeek et al. 2006)
 
     def _family(self):
         family = CELL_FAMILIES[self.covariance_type]

@@ -17,8 +17,9 @@ from .params import AnyValue, Interval, Options
 
 COVARIANCE_TYPES = tuple(name for name, family in FAMILIES.items() if not family.hard)
 """The registered mixture families (every family but the hard assignments of k-means)."""
-INIT_PARAMS = ("kmeans", "k-means++", "random_from_data", "seeding")
+INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data", "seeding")
 ONE_ROW_STARTS = {"k-means++": "k-means++", "random_from_data": "random"}
+"""The starts from C rows (scikit-learn's M-step on one row per component) and the seeding that draws them."""
 """scikit-learn's starts from one row per component, and the seeding that draws those rows."""
 
 
@@ -68,7 +69,7 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
     learn_weights : bool or None, default=None
         Learn the mixing weights (pi_c = S0_c / W); None: learned for "spherical", "diag",
         "full" and "tied", equal for "isotropic" (Forster & Lücke 2018's model). False keeps the initial weights.
-    init_params : {"kmeans", "k-means++", "random_from_data", "seeding"}, default="kmeans"
+    init_params : {"kmeans", "k-means++", "random", "random_from_data", "seeding"}, default="kmeans"
         How the parameters start. "kmeans" (scikit-learn's default): k-means from the seeding
         (``init``) to convergence, then each component is its cluster: its share of the rows,
         its mean and its covariance + ``reg_covar`` (:mod:`daskclust.em.kmeans_start`).
@@ -76,9 +77,10 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         uniformly (``init`` is not used) as means, equal weights, covariances ``reg_covar`` I
         (scikit-learn's M-step on one row per component). "seeding" (daskclust's): the seeds of
         ``init`` as means, equal weights and the seeding's variance sigma^2 I (no k-means run).
-        Given ``means_init`` replaces them all. scikit-learn's "random" (random responsibilities
-        of every row) is not offered: at large C it costs a pass of N C random draws to start
-        every component near the data's mean.
+        "random" (scikit-learn's): the M-step from random responsibilities of every row
+        (:mod:`daskclust.em.random_start`): every component starts near the data's mean with
+        about its covariance; one pass of N C draws, which scikit-learn's semantics need and large
+        C does not want. Given ``means_init`` replaces them all.
     weights_init, means_init, precisions_init : array-like or None, default=None
         Initial parameters in scikit-learn's layouts (weights (C,), means (C, D),
         precisions as ``precisions_`` for the covariance type); ``means_init`` replaces
@@ -212,6 +214,8 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
             return np.asarray(self.means_init, dtype=np.float64)
         if getattr(self, "init_params", None) in ONE_ROW_STARTS:  # the subclasses have no init_params
             return ONE_ROW_STARTS[self.init_params]
+        if getattr(self, "init_params", None) == "random":
+            return "random"  # the seeds only label the rows; the random responsibilities replace them
         return super()._init_centres()
 
     def _checked_centres(self, centres, n_clusters, n_features):
@@ -238,13 +242,16 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
             return None
         return self._family().covariances_from_precisions(self.precisions_init, n_clusters, n_features)
 
-    def _kmeans_start(self) -> bool:
-        """Whether the fit starts from k-means' clusters (``init_params="kmeans"``, no ``means_init``)."""
-        return self.init_params == "kmeans" and self.means_init is None and not self._warm()
+    def _start_from(self) -> str:
+        """Where the first E-step's parameters come from (:class:`~daskclust.fit.MixtureSteps`): "kmeans" or
+        "random" for those ``init_params`` without ``means_init`` or a warm start, else "seeds"."""
+        if self.means_init is not None or self._warm() or self.init_params not in ("kmeans", "random"):
+            return "seeds"
+        return self.init_params
 
     def _steps(self, n_features: int, transformed=None) -> MixtureSteps:
         C = self._n_clusters()
-        return MixtureSteps(self._given_weights(C), self._given_covariances(C, n_features), self._kmeans_start(),
+        return MixtureSteps(self._given_weights(C), self._given_covariances(C, n_features), self._start_from(),
                             seed_variance=getattr(self, "init_params", None) not in ONE_ROW_STARTS
                             or self.means_init is not None)
 

@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from .family import add_point, cost, euclid, scale
+from .rng import uniform
 
 # Layout of the scalar accumulator.
 W, LSE, QE, NDIST_POINTS, CHANGED, NDIST_CENTRES = 0, 1, 2, 3, 4, 5
@@ -152,6 +153,27 @@ def estep_full(X, w, params, n_truncated, K, stats, scal):
                 scal[CHANGED] += 1.0
             for t in range(k):
                 K[i, t] = sel_c[t]
+
+
+@njit(nogil=True, cache=True)
+def random_responsibility_stats(X, w, params, key, stats, scal):
+    """The statistics of random responsibilities (scikit-learn's ``init_params="random"``):
+    q_c(n) = u_nc / sum_c' u_nc', u_nc ~ U(0, 1) the (n C + c)-th draw of the stream ``key``, every
+    component for every row; ``stats`` are centred on ``params.means`` as the E-step's
+    (:func:`~daskclust.kernels.family.add_point` with the row's cost). IN/OUT: stats, scal[W]."""
+    C = params.means.shape[0]
+    u = np.empty(C)
+    for i in range(X.shape[0]):
+        wi = w[i] if w.shape[0] > 0 else 1.0
+        x = X[i]
+        z = 0.0
+        for c in range(C):
+            u[c] = uniform(key, i * C + c)
+            z += u[c]
+        for c in range(C):
+            add_point(x, wi * u[c] / z, c, cost(x, c, params), params, stats)
+        scal[W] += wi
+        scal[NDIST_POINTS] += C
 
 
 @njit(nogil=True, cache=True)

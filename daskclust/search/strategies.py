@@ -34,6 +34,8 @@ class Search:
 
     STATE: tuple[str, ...] = ("init_sets",)
     """Attributes that are the strategy's state between iterations (saved in checkpoints)."""
+    exact = False
+    """Whether every row's E-step evaluates every cluster (its best C' are then the exact ones)."""
 
     def __init__(self, config: SearchConfig):
         self.config = config
@@ -106,6 +108,8 @@ class FullSearch(Search):
 
     K(n) only serves to count changed assignments, so it starts at the seed centre alone.
     """
+
+    exact = True
 
     def start(self, centres, sigma2):
         width = min(self.config.n_truncated, self.config.n_clusters)

@@ -411,6 +411,14 @@ class BernoulliOp:
     merge = staticmethod(merge_rows)
 
 
+def nearest_rows(index: NearestIndex, chunk: Chunk) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each row's exact nearest centre of ``index``: (labels int32, squared distances, distances evaluated)."""
+    labels = np.zeros(chunk.n_rows, dtype=np.int32)
+    d2 = np.full(chunk.n_rows, np.inf)
+    n_dist = index.search(chunk.X, d2, labels)
+    return labels, d2, n_dist
+
+
 @dataclass
 class AssignOp:
     """Exact nearest seed centre of every row -> state ``seed_label``; returns sum w d^2.
@@ -424,9 +432,8 @@ class AssignOp:
         return {"qe": np.zeros(1), "W": np.zeros(1), "n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
-        labels = np.zeros(chunk.n_rows, dtype=np.int32)
-        d2 = np.full(chunk.n_rows, np.inf)
-        acc["n_dist"][0] += self.index.search(chunk.X, d2, labels)
+        labels, d2, n_dist = nearest_rows(self.index, chunk)
+        acc["n_dist"][0] += n_dist
         chunk.state[STATE_SEED_LABEL] = labels
         _drop_seeding_state(chunk)
         acc["qe"][0] += weighted_sum(chunk.w, d2)
@@ -446,17 +453,18 @@ class NearestCostOp:
         return {"qe": np.zeros(1), "n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
-        labels = np.zeros(chunk.n_rows, dtype=np.int32)
-        d2 = np.full(chunk.n_rows, np.inf)
-        acc["n_dist"][0] += self.index.search(chunk.X, d2, labels)
+        _, d2, n_dist = nearest_rows(self.index, chunk)
+        acc["n_dist"][0] += n_dist
         acc["qe"][0] += weighted_sum(chunk.w, d2)
 
     merge = staticmethod(add_arrays)
 
 
-def exact_inertia(engine, centres: np.ndarray) -> float:
-    """The data's exact k-means cost at ``centres`` (one pass; the ball index prunes distances)."""
-    return float(engine.map_reduce(NearestCostOp(NearestIndex.probed(centres)))["qe"][0])
+def exact_inertia(engine, centres: np.ndarray) -> tuple[float, int]:
+    """The data's exact k-means cost at ``centres`` and the distances it took (one pass; the ball index
+    prunes distances)."""
+    acc = engine.map_reduce(NearestCostOp(NearestIndex.probed(centres)))
+    return float(acc["qe"][0]), int(acc["n_dist"][0])
 
 
 @dataclass

@@ -47,7 +47,6 @@ def daskclust_client():
 '''
 
 PRIVATE = "tests scikit-learn's private helpers, which daskclust's classes do not have"
-NOT_BUILT = "not built yet (issue 25, open): "
 EXPECTED_FAILURES: dict[str, str] = {
     # scikit-learn's private helpers and attributes
     "test_k_means.py::test_sample_weight_init": PRIVATE + " (KMeans._init_centroids)",
@@ -71,10 +70,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "of scikit-learn's KMeans(random_state=0) and expects the mixture's own k-means start to number its components "
     "the same way; daskclust's default seeding, k-means||, numbers them in spatial order, so the given precisions "
     "go to other components and the fit takes one more iteration (it passed with the k-means++ seeding)",
-    # scikit-learn behaviour not yet built
-    "test_gaussian_mixture.py::test_gaussian_mixture_attributes": NOT_BUILT + "init_params='random'",
-    "test_gaussian_mixture.py::test_init_means_not_duplicated[*random]": NOT_BUILT + "init_params='random'",
-    "test_gaussian_mixture.py::test_means_for_all_inits[*random]": NOT_BUILT + "init_params='random'",
 }
 """``file::test`` (every parametrization) or ``file::test[pattern]`` (fnmatch: ``*`` for any
 parameters) -> why it fails."""

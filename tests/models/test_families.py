@@ -20,8 +20,10 @@ from daskclust.errors import (
     InvalidParameterError,
     OutputRefusedError,
 )
+from daskclust.kernels.rng import stream_key, uniform
 from daskclust.models import FAMILIES
 from daskclust.models.inference import SCORE_TOLERANCE
+from daskclust.names import STREAM_RANDOM_START
 from daskclust.persistence import checkpoint
 
 from conftest import Interrupt, interrupt_at
@@ -316,3 +318,45 @@ def test_init_params_seeding_starts_from_the_seeds(client, X):
                                       n_truncated=None).fit(X, client=client)
     np.testing.assert_allclose(model.weights_, 0.2)
     assert np.ptp(model.covariances_) == 0.0  # sigma^2 I for every component
+
+
+def random_start_reference(X, C, cov_type, reg, seed, chunk_rows):
+    """scikit-learn's init_params="random" in numpy: responsibilities u_nc / sum_c u_nc with row n of chunk k
+    drawing u_nc = uniform(stream_key(seed, STREAM_RANDOM_START, k), i C + c), i its index in the chunk, then
+    the M-step of Bishop 9.24-9.26 (+ reg on the variances)."""
+    U = np.empty((len(X), C))
+    for start in range(0, len(X), chunk_rows):
+        key = stream_key(seed, STREAM_RANDOM_START, start // chunk_rows)
+        for i in range(min(chunk_rows, len(X) - start)):
+            U[start + i] = [uniform(key, i * C + c) for c in range(C)]
+    R = U / U.sum(1, keepdims=True)
+    nk = R.sum(0)
+    means = R.T @ X / nk[:, None]
+    scatter = np.stack([(R[:, c, None] * (X - means[c])).T @ (X - means[c]) for c in range(C)])
+    D = X.shape[1]
+    cov = {"isotropic": np.trace(scatter.sum(0)) / X.size + reg,
+           "spherical": np.einsum("cjj->c", scatter) / nk / D + reg,
+           "diag": np.einsum("cjj->cj", scatter) / nk[:, None] + reg,
+           "full": scatter / nk[:, None, None] + reg * np.eye(D),
+           "tied": scatter.sum(0) / len(X) + reg * np.eye(D)}[cov_type]
+    return nk / len(X), means, cov
+
+
+@pytest.mark.parametrize("cov_type", ["isotropic", "spherical", "diag", "full", "tied"])
+def test_init_params_random_is_the_m_step_of_random_responsibilities(client, X, cov_type):
+    """init_params="random" (scikit-learn's): the start (max_iter=0) is the family's M-step from the
+    responsibilities of the counter-based draws, computed here in numpy."""
+    C, reg, seed, chunk_rows = 4, 1e-3, 11, 200
+    start = daskclust.GaussianMixture(C, covariance_type=cov_type, init_params="random", random_state=seed,
+                                      reg_covar=reg, max_iter=0, chunk_rows=chunk_rows).fit(X, client=client)
+    weights, means, cov = random_start_reference(X, C, cov_type, reg, seed, chunk_rows)
+    np.testing.assert_allclose(start.means_, means, rtol=1e-10)
+    np.testing.assert_allclose(start.covariances_, cov, rtol=1e-9)
+    if cov_type != "isotropic":  # equal weights there (not learned)
+        np.testing.assert_allclose(start.weights_, weights, rtol=1e-10)
+
+
+def test_init_params_random_does_not_depend_on_the_workers(client, client_one_worker, X):
+    fits = [daskclust.GaussianMixture(5, covariance_type="diag", init_params="random", random_state=2, max_iter=5,
+                                      tol=0, chunk_rows=128).fit(X, client=c) for c in (client, client_one_worker)]
+    assert_same_mixture(*fits)  # to 1e-12: the workers' statistics are summed in another order
