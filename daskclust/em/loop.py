@@ -194,16 +194,13 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
             "n_distances": n_points + n_centres,
             "n_distances_points": n_points,
             "n_distances_centres": n_centres,
-            "distance_speedup": float(n_samples * C / max(n_points + n_centres, 1)),
+            "distance_speedup": distance_speedup(n_samples * C, n_points + n_centres),
             "n_changed": n_changed,
         }
         driver_distances = 0
         if last:
             break  # the last row is recorded with the final parameters' inertia pass
-        row["seconds"] = time.perf_counter() - t0  # E-step pass, M-step and neighbourhood update
-        history.append(row)
-        if report is not None:
-            report(row)
+        record(row, t0, history, report)
         params, prev_f = new, free_energy
         if checkpointer is not None and checkpointer.due(t + 1):
             checkpointer.save(engine, LoopState(t + 1, params, prev_f, history), search.state())
@@ -231,12 +228,23 @@ def run_em(engine, start: LoopState, settings: EMSettings, search: Search,
         inertia, n_distances = exact_inertia(engine, params.means)
         row["n_distances"] += n_distances
         row["n_distances_points"] += n_distances
-        row["distance_speedup"] = float(n_samples * C / row["n_distances"])
+        row["distance_speedup"] = distance_speedup(n_samples * C, row["n_distances"])
+    record(row, t0, history, report)
+    return EMResult(params, n_iter, bool(done), inertia, history, stats.S0.copy(), stop)
+
+
+def distance_speedup(exact: int, evaluated: int) -> float:
+    """N C (exact EM's distances per iteration) over the distances an iteration evaluated."""
+    return float(exact / max(evaluated, 1))
+
+
+def record(row: dict, t0: float, history: list[dict], report: Callable[[dict], None] | None) -> None:
+    """Append the iteration's ``row`` to ``history`` with its seconds since ``t0`` (E-step pass, M-step,
+    neighbourhood update and, in the last row, the exact-inertia pass) and show it to ``report``."""
     row["seconds"] = time.perf_counter() - t0
     history.append(row)
     if report is not None:
         report(row)
-    return EMResult(params, n_iter, bool(done), inertia, history, stats.S0.copy(), stop)
 
 
 def warn_if_degenerate(centres: np.ndarray, stats: SuffStats) -> None:

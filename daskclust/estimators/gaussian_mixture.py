@@ -19,7 +19,6 @@ COVARIANCE_TYPES = tuple(name for name, family in FAMILIES.items() if not family
 """The registered mixture families (every family but the hard assignments of k-means)."""
 INIT_PARAMS = ("kmeans", "k-means++", "random", "random_from_data", "seeding")
 ONE_ROW_STARTS = {"k-means++": "k-means++", "random_from_data": "random"}
-"""The starts from C rows (scikit-learn's M-step on one row per component) and the seeding that draws them."""
 """scikit-learn's starts from one row per component, and the seeding that draws those rows."""
 
 
