@@ -64,9 +64,12 @@ class DiagFamily(WeightedFamily):
         """cost_c(x) = sum_j (x_j - mu_cj)^2 / sigma_cj^2 + const_c exactly: a = the precisions, b = const."""
         return kernel.prec, kernel.const
 
+    def second_about(self, stats, shift):
+        return stats.S2 - stats.S0[:, None] * shift ** 2
+
     def covariances(self, stats, shift, reg, has_mass):
         S0 = stats.S0[has_mass][:, None]
-        return variance_floor(np.maximum(stats.S2[has_mass] - S0 * shift[has_mass] ** 2, 0.0) / S0 + reg,
+        return variance_floor(np.maximum(self.second_about(stats, shift)[has_mass], 0.0) / S0 + reg,
                               stats.S1[has_mass] / S0)
 
     def covariance_parameters(self, n_features):

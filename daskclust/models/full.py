@@ -155,13 +155,15 @@ class FullFamily(WeightedFamily):
         s_min = np.linalg.svd(kernel.chol_inv, compute_uv=False)[:, -1]
         return np.repeat((s_min ** 2)[:, None], kernel.means.shape[1], axis=1), kernel.const
 
+    def second_about(self, stats, shift):
+        """The upper triangle, as the kernels add it."""
+        return stats.S2 - np.triu(stats.S0[:, None, None] * shift[:, :, None] * shift[:, None, :])
+
     def covariances(self, stats, shift, reg, has_mass):
         S0 = stats.S0[has_mass][:, None, None]
-        upper = stats.S2[has_mass]
+        upper = self.second_about(stats, shift)[has_mass]
         second = upper + np.triu(upper, 1).transpose(0, 2, 1)  # the kernels add the upper triangle only
-        d = shift[has_mass]
-        D = d.shape[1]
-        return (second - S0 * d[:, :, None] * d[:, None, :]) / S0 + reg * np.eye(D)
+        return second / S0 + reg * np.eye(shift.shape[1])
 
     def covariance_parameters(self, n_features):
         return n_features * (n_features + 1) // 2

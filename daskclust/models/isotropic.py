@@ -12,7 +12,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..kernels.estep import W, sqdist
-from .base import Family, Params, SuffStats, updated_means, variance_floor
+from .base import Family, Params, updated_means, variance_floor
 from .gaussian import log_weights
 from .overloads import add_point_trace, register
 
@@ -39,22 +39,6 @@ WeightedMeanParams = namedtuple("WeightedMeanParams", ["means", "sigma2", "shift
 
 register(WeightedMeanParams, cost=lambda x, c, params: sqdist(x, params.means[c]) + params.shift[c],
          add_point=add_point_trace, scale=lambda params: params.sigma2)
-
-
-def shared_variance_m_step(stats: SuffStats, params: Params, reg: float) -> Params:
-    """Truncated M-step of the means and the shared variance (Forster & Lücke 2018 Eq. 4 with the q of Eq. 5).
-
-    mu_c = sum_n w_n q_c(n) y_n / sum_n w_n q_c(n); a cluster with no mass keeps
-    its centre. sigma^2 = sum_n sum_c w_n q_c(n) ||y_n - mu_c^new||^2 / (D sum_n w_n),
-    obtained from the second moment about the old centres by the parallel-axis
-    identity  sum q ||y - mu_new||^2 = sum q ||y - mu_old||^2 - S0 ||mu_new - mu_old||^2,
-    which avoids the cancellation of sum q ||y||^2 - S0 ||mu_new||^2. ``reg`` is
-    added to sigma^2 (``reg_covar``). The weights stay equal.
-    """
-    new, shift = updated_means(stats, params.means)
-    within = max(float(stats.S2.sum() - np.dot(stats.S0, np.einsum("cd,cd->c", shift, shift))), 0.0)
-    D = params.means.shape[1]
-    return params.replace(means=new, covariances=np.asarray(within / (D * stats.scal[W]) + reg))
 
 
 class SharedVarianceFamily(Family):
@@ -88,7 +72,19 @@ class SharedVarianceFamily(Family):
         return MeanParams(params.means, float(variance_floor(float(params.covariances), params.means)))
 
     def m_step(self, stats, params, reg):
-        return shared_variance_m_step(stats, params, reg)
+        """Truncated M-step of the means and the shared variance (Forster & Lücke 2018 Eq. 4 with the q of Eq. 5).
+
+        mu_c = sum_n w_n q_c(n) y_n / sum_n w_n q_c(n); a cluster with no mass keeps
+        its centre. sigma^2 = sum_n sum_c w_n q_c(n) ||y_n - mu_c^new||^2 / (D sum_n w_n),
+        obtained from the second moment about the old centres by the parallel-axis
+        identity  sum q ||y - mu_new||^2 = sum q ||y - mu_old||^2 - S0 ||mu_new - mu_old||^2
+        (:meth:`~daskclust.models.base.Family.second_about`), which avoids the cancellation of
+        sum q ||y||^2 - S0 ||mu_new||^2. ``reg`` is added to sigma^2 (``reg_covar``). The weights stay equal.
+        """
+        new, shift = updated_means(stats, params.means)
+        within = max(float(self.second_about(stats, shift).sum()), 0.0)
+        D = params.means.shape[1]
+        return params.replace(means=new, covariances=np.asarray(within / (D * stats.scal[W]) + reg))
 
     def cost_floor(self, kernel):
         """cost_c(x) = ||x - mu_c||^2 (+ shift_c with learned weights): a = 1, b = 0 (or the shift)."""
@@ -125,7 +121,7 @@ class IsotropicFamily(SharedVarianceFamily):
         return WeightedMeanParams(params.means, sigma2, -2.0 * sigma2 * log_weights(params.weights))
 
     def m_step(self, stats, params, reg):
-        new = shared_variance_m_step(stats, params, reg)
+        new = super().m_step(stats, params, reg)
         return new.replace(weights=stats.S0 / stats.S0.sum()) if self.learn_weights else new
 
     def log_norm(self, kernel, n_features):

@@ -44,7 +44,7 @@ class SphericalFamily(WeightedFamily):
     def covariances(self, stats, shift, reg, has_mass):
         S0 = stats.S0[has_mass]
         D = stats.S1.shape[1]
-        within = np.maximum(stats.S2[has_mass] - S0 * np.einsum("cd,cd->c", shift[has_mass], shift[has_mass]), 0.0)
+        within = np.maximum(self.second_about(stats, shift)[has_mass], 0.0)
         return variance_floor(within / (D * S0) + reg, stats.S1[has_mass] / S0[:, None])
 
     def covariance_parameters(self, n_features):

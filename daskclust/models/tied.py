@@ -112,13 +112,17 @@ class TiedFamily(WeightedFamily):
         s_min = np.linalg.svd(kernel.chol_inv, compute_uv=False)[-1]
         return np.full(kernel.means.shape, s_min ** 2), kernel.const
 
+    def second_about(self, stats, shift):
+        """One (D, D) upper triangle shared by all components."""
+        return stats.S2 - np.triu(np.einsum("c,ci,cj->ij", stats.S0, shift, shift))
+
     def m_step(self, stats: SuffStats, params: Params, reg: float) -> Params:
         means, shift = updated_means(stats, params.means)
         total = stats.S0.sum()
         D = means.shape[1]
-        upper = stats.S2
+        upper = self.second_about(stats, shift)
         second = upper + np.triu(upper, 1).T  # the kernels add the upper triangle only
-        cov = (second - np.einsum("c,ci,cj->ij", stats.S0, shift, shift)) / total + reg * np.eye(D)
+        cov = second / total + reg * np.eye(D)
         cov = np.triu(cov) + np.triu(cov, 1).T  # exactly symmetric
         weights = stats.S0 / total if self.learn_weights else params.weights
         return Params(means, weights, cov)
