@@ -76,6 +76,8 @@ STREAM_ESTEP = 41
 """E-step: exploratory and sampled candidates, per iteration and chunk."""
 STREAM_RANDOM_START = 42
 """A mixture's random start: each row's random responsibilities, per chunk."""
+STREAM_PARTIAL_FIT_START = 43
+"""A stream's start (partial_fit): the rows of its first chunk that its k-means sees."""
 STREAM_BALL_INDEX = 71
 """Ball index: the group centres' initial draw."""
 STREAM_PRUNING_PROBE = 73

@@ -16,9 +16,10 @@ import numpy as np
 
 from ..errors import InvalidDataError
 from .chunking import default_chunk_rows, row_bounds
+from .ranges import rows_problem, weights_problem
 from .sources import BlockSource, as_dask, open_zarr_array
 
-__all__ = ["ChunkedData", "BlockSource", "as_chunked_data", "open_zarr_array"]
+__all__ = ["ChunkedData", "BlockSource", "as_chunked_data", "open_zarr_array", "rows_in_memory"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,25 @@ def as_chunked_data(
     if sample_weight is not None:
         weights, weight_source = _chunk_weights(sample_weight, n_samples, dask_x.chunks[0], storage_options)
     return ChunkedData(dask_x, source, weights, weight_source, bounds, input_kind)
+
+
+def rows_in_memory(X, sample_weight=None, *, min_samples: int = 1, what: str = "X") -> tuple[np.ndarray, np.ndarray]:
+    """One block of rows (and weights) read into memory and checked as a fit checks each chunk: the
+    input rules of :func:`as_chunked_data`, then the range rules of :mod:`daskclust.data.ranges` on the
+    values. Returns (rows (n, D) C-contiguous float32 / float64, weights (n,) float64 or (0,) when
+    unweighted). For the chunks of a stream (``partial_fit``), each of which fits in memory."""
+    data = as_chunked_data(X, sample_weight, min_samples=min_samples, what=what)
+    rows = np.ascontiguousarray(data.X.compute(scheduler="threads"))
+    problem = rows_problem(rows, 0, "cluster")
+    if problem:
+        raise InvalidDataError(problem)
+    if data.weights is None:
+        return rows, np.empty(0)
+    weights = np.ascontiguousarray(data.weights.compute(scheduler="threads"), dtype=np.float64)
+    problem = weights_problem(weights, 0)
+    if problem:
+        raise InvalidDataError(problem)
+    return rows, weights
 
 
 def _choose_chunk_rows(dask_x, src_array, kind, chunk_rows, dtype):

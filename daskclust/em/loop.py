@@ -46,7 +46,8 @@ HISTORY_FIELDS = (
 )
 """Columns of ``history_``: the iteration (counted from 0 in each phase of a fit), the data its
 E-step saw (``"full"``, or ``"coreset"`` for the iterations of a ``coreset=`` fit on the coreset;
-see docs/algorithms/truncated-em.md), free energy per point (Lücke & Forster 2019 Eq. 7, or Eq. 15 for k-means), quantization
+see docs/algorithms/truncated-em.md; ``"stream"`` for a ``partial_fit`` step, whose figures are its
+chunk's and whose distance counts and changed rows are not tracked, -1), free energy per point (Lücke & Forster 2019 Eq. 7, or Eq. 15 for k-means), quantization
 error sum_n w_n min_c ||y_n - mu_c||^2 over the clusters
 evaluated (for the weighted families: to the most responsible component's mean), variance
 (sigma^2, or sum_c pi_c tr(Sigma_c) / D), distances evaluated (all of them, then point-to-centre and

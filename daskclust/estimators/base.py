@@ -197,6 +197,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         iteration, the model is the one the undisturbed fit would give.
         """
         self._validate_params()
+        self._stream = None  # a fit starts over: a later partial_fit starts a stream from its model
         if not self.accepts_sparse and scipy.sparse.issparse(X):
             raise InvalidDataError(f"{type(self).__name__} does not take sparse input (scikit-learn's neither): its "
                                    "covariances make every row dense; pass X.toarray() if it fits in memory")

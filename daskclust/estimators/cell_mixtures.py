@@ -73,6 +73,8 @@ class CellGaussianMixture(GaussianMixture):
     Others as in :class:`GaussianMixture`; ``history_`` holds every round's iterations in turn.
     """
 
+    streams = False  # fitted on cells of the whole data: no partial_fit
+
     _constraints = {
         **GaussianMixture._constraints,
         "covariance_type": Options(tuple(CELL_FAMILIES)),

@@ -14,6 +14,7 @@ from ..models.inference import MixtureIndex
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import AnyValue, Interval, Options
+from .stream import StreamMixin
 
 COVARIANCE_TYPES = tuple(name for name, family in FAMILIES.items() if not family.hard)
 """The registered mixture families (every family but the hard assignments of k-means)."""
@@ -22,7 +23,7 @@ ONE_ROW_STARTS = {"k-means++": "k-means++", "random_from_data": "random"}
 """scikit-learn's starts from one row per component, and the seeding that draws those rows."""
 
 
-class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
+class GaussianMixture(ClusterMixin, DensityMixin, StreamMixin, TruncatedEMEstimator):
     """Gaussian mixture fitted by truncated variational EM, for many components and data larger than memory.
 
     p(y) = sum_c pi_c N(y; mu_c, Sigma_c). Each row keeps the C' components of largest
@@ -240,6 +241,12 @@ class GaussianMixture(ClusterMixin, DensityMixin, TruncatedEMEstimator):
         if self.precisions_init is None:
             return None
         return self._family().covariances_from_precisions(self.precisions_init, n_clusters, n_features)
+
+    def _given_start(self, params: Params) -> Params:
+        C, D = params.means.shape
+        weights, covariances = self._given_weights(C), self._given_covariances(C, D)
+        return params.replace(weights=params.weights if weights is None else weights,
+                              covariances=params.covariances if covariances is None else covariances)
 
     def _start_from(self) -> str:
         """Where the first E-step's parameters come from (:class:`~daskclust.fit.MixtureSteps`): "kmeans" or

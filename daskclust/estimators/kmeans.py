@@ -13,12 +13,13 @@ from ..seeding.passes import NearestIndex
 from .apply import apply_rows
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import Interval, Options
+from .stream import StreamMixin
 
 AUTO_RUNS_OF_RANDOM = 10
 """Runs of ``n_init="auto"`` with ``init="random"`` (scikit-learn's; one run for every other init)."""
 
 
-class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, TruncatedEMEstimator):
+class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, StreamMixin, TruncatedEMEstimator):
     """k-means clustering on Dask, for data larger than memory and many clusters.
 
     k-means as truncated variational EM with one cluster per point (C' = 1,

@@ -75,6 +75,8 @@ class SketchedGaussianMixture(GaussianMixture):
     sketches (squared distances over the kept entries, likelihood of the kept entries).
     """
 
+    streams = False  # fitted on sketches: no partial_fit
+
     _constraints = {
         **GaussianMixture._constraints,
         "covariance_type": Options(SKETCHED_COVARIANCE_TYPES),

@@ -156,6 +156,33 @@ def estep_full(X, w, params, n_truncated, K, stats, scal):
 
 
 @njit(nogil=True, cache=True)
+def estep_sets(X, w, params, K, stats, scal):
+    """E-step over given truncated sets: row i evaluates only the components K[i] (C' of them, -1 for
+    none; at least one per row) and adds its truncated responsibilities over them, as
+    :func:`estep_full` with K(n) fixed. The E-step of rows whose sets an exact search found (the
+    stepwise EM of a stream, :mod:`daskclust.em.stepwise`). IN/OUT: stats, scal (W, LSE, QE,
+    NDIST_POINTS)."""
+    k = K.shape[1]
+    inv_two_s2 = 0.5 / scale(params)
+    sel_d = np.empty(k)
+    sel_c = np.empty(k, dtype=np.int64)
+    for i in range(X.shape[0]):
+        wi = w[i] if w.shape[0] > 0 else 1.0
+        x = X[i]
+        size = 0
+        for t in range(k):
+            c = K[i, t]
+            if c >= 0:
+                size = insert_sorted(sel_d, sel_c, size, k, cost(x, c, params), c)
+        lse = accumulate_point(x, wi, sel_c, sel_d, size, inv_two_s2, params, stats)
+        if wi > 0.0:
+            scal[LSE] += wi * lse
+        scal[W] += wi
+        scal[QE] += wi * euclid(x, sel_c[0], params, sel_d[0])
+        scal[NDIST_POINTS] += size
+
+
+@njit(nogil=True, cache=True)
 def random_responsibility_stats(X, w, params, key, stats, scal):
     """The statistics of random responsibilities (scikit-learn's ``init_params="random"``):
     q_c(n) = u_nc / sum_c' u_nc', u_nc ~ U(0, 1) the (n C + c)-th draw of the stream ``key``, every

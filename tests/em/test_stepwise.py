@@ -1,0 +1,156 @@
+"""Stepwise EM (partial_fit's engine): the re-centred statistics, exact EM when every step sees all
+rows with step 1, the exact average during the burn-in, the truncated sets, and blocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from daskclust.em import stepwise
+from daskclust.em.stepwise import StepwiseEM, chunk_stats
+from daskclust.models import FAMILIES, Params
+
+from reference import gaussian_em_step, gaussian_log_joint, mixture_data
+
+WEIGHTED = ("spherical", "diag", "full", "tied")
+
+
+def start(family_name: str, X: np.ndarray, C: int, seed: int = 0) -> Params:
+    """Distinct rows as means, unequal weights, the family's covariances of 1.5 I."""
+    rng = np.random.default_rng(seed)
+    family = FAMILIES[family_name]
+    means = X[rng.choice(len(X), C, replace=False)]
+    weights = rng.dirichlet(np.full(C, 5.0)) if family.learn_weights else np.full(C, 1.0 / C)
+    return Params(means, weights, family.initial_covariances(1.5, C, X.shape[1]))
+
+
+def responsibilities(X: np.ndarray, params: Params, family_name: str) -> np.ndarray:
+    """Exact posteriors (N, C), textbook numpy."""
+    C = len(params.means)
+    cov = np.broadcast_to(params.covariances, (C, *params.covariances.shape)) if family_name == "tied" \
+        else params.covariances
+    lj = gaussian_log_joint(X, params.weights, params.means, cov, "full" if family_name == "tied" else family_name)
+    lj -= lj.max(1, keepdims=True)
+    R = np.exp(lj)
+    return R / R.sum(1, keepdims=True)
+
+
+def second_moment(X, R, centres, family_name):
+    """sum_n R_nc (y_n - m_c)(y_n - m_c)^T in the family's layout (trace; diagonal; upper triangles; one
+    shared upper triangle)."""
+    out = []
+    for c in range(len(centres)):
+        diff = X - centres[c]
+        full = (R[:, c, None] * diff).T @ diff
+        out.append({"spherical": np.trace(full), "diag": np.diag(full)}.get(family_name, np.triu(full)))
+    out = np.array(out)
+    return out.sum(0) if family_name == "tied" else out
+
+
+@pytest.mark.parametrize("family_name", WEIGHTED)
+def test_recentred_statistics_are_the_second_moments_about_the_new_means(family_name):
+    X = mixture_data(seed=3, n=700, D=3, C=5)
+    family = FAMILIES[family_name]
+    params = start(family_name, X, 5)
+    stats = chunk_stats(family, params, family.kernel_params(params), X, np.empty(0), 5)
+    new = family.m_step(stats, params, 1e-6)
+    recentred = family.recentred(stats, new.means - params.means)
+    R = responsibilities(X, params, family_name)
+    np.testing.assert_allclose(recentred.S2, second_moment(X, R, new.means, family_name), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(recentred.S0, R.sum(0), rtol=1e-10)
+
+
+@pytest.mark.parametrize("family_name", ["spherical", "diag", "full"])
+def test_steps_of_size_one_on_all_rows_are_exact_em(family_name):
+    """With kappa = 0 every step after the first has eta = 1, so a stream whose every chunk is the whole
+    data with C' = C is EM: each step equals a textbook EM iteration, its free energy the log-likelihood."""
+    X = mixture_data(seed=1, n=900, D=3, C=6)
+    w = np.ones(len(X))
+    family = FAMILIES[family_name]
+    params = start(family_name, X, 6)
+    em = StepwiseEM(family, 6, 1e-6, params, decay=0.0)
+    weights, means, cov = params.weights, params.means, params.covariances
+    for _ in range(5):
+        figures = em.step(X, np.empty(0))
+        loglik, weights, means, cov = gaussian_em_step(X, w, weights, means, cov, family_name, 1e-6)
+        np.testing.assert_allclose(figures["free_energy"], loglik, rtol=1e-10)
+        np.testing.assert_allclose(em.params.means, means, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(em.params.weights, weights, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(em.params.covariances, cov, rtol=1e-8, atol=1e-10)
+
+
+def test_burn_in_keeps_the_start_and_averages_the_chunks_exactly(monkeypatch):
+    """Before BURN_IN (D + 1) C rows no M-step: the parameters stay the start's and the running statistics
+    are those of all rows seen so far per unit weight, whatever the chunks' sizes."""
+    X = mixture_data(seed=2, n=600, D=3, C=4)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, len(X))
+    family = FAMILIES["diag"]
+    params = start("diag", X, 4)
+    monkeypatch.setattr(stepwise, "BURN_IN", 1000)
+    em = StepwiseEM(family, 2, 1e-6, params)
+    for lo, hi in [(0, 100), (100, 130), (130, 600)]:
+        em.step(X[lo:hi], w[lo:hi])
+    assert em.params is params
+    whole = chunk_stats(family, params, family.kernel_params(params), X, w, 2)
+    for got, want in zip(em.stats.arrays(), whole.arrays()):
+        np.testing.assert_allclose(got, want / w.sum(), rtol=1e-12, atol=1e-15)
+
+
+def test_rows_keep_their_exact_best_components():
+    """The truncated E-step of a stream: each row's C' components of largest posterior (exact, whatever
+    the Euclidean distances say), its responsibilities renormalised over them."""
+    rng = np.random.default_rng(4)
+    X = mixture_data(seed=4, n=800, D=3, C=8)
+    family = FAMILIES["diag"]
+    C = 8
+    params = Params(X[rng.choice(len(X), C, replace=False)], rng.dirichlet(np.ones(C)),
+                    rng.uniform(0.05, 20.0, (C, 3)))  # unequal variances: the nearest mean is often not the best
+    stats = chunk_stats(family, params, family.kernel_params(params), X, np.empty(0), 2)
+    R = responsibilities(X, params, "diag")
+    top = np.argsort(-R, axis=1)[:, :2]
+    Q = np.zeros_like(R)
+    np.put_along_axis(Q, top, np.take_along_axis(R, top, 1), 1)
+    Q /= Q.sum(1, keepdims=True)
+    nearest = np.argmin(((X[:, None] - params.means[None]) ** 2).sum(-1), axis=1)
+    assert np.mean(nearest != top[:, 0]) > 0.1  # the case the family's own cost decides
+    np.testing.assert_allclose(stats.S0, Q.sum(0), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(stats.S1, Q.T @ X, rtol=1e-9, atol=1e-9)
+
+
+def test_statistics_do_not_depend_on_the_blocks(monkeypatch):
+    X = mixture_data(seed=5, n=3000, D=4, C=6)
+    family = FAMILIES["full"]
+    params = start("full", X, 6)
+    kernel = family.kernel_params(params)
+    one = chunk_stats(family, params, kernel, X, np.empty(0), 3)
+    monkeypatch.setattr(stepwise, "BLOCK_ROWS", 257)
+    many = chunk_stats(family, params, kernel, X, np.empty(0), 3)
+    for a, b in zip(one.arrays(), many.arrays()):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("family_name", ["spherical", "diag", "full"])
+def test_stream_equals_stepwise_em_on_raw_moments(family_name):
+    """A stream of unequal chunks against stepwise EM written on raw moments (sum q, sum q y, sum q y y^T:
+    nothing to re-centre), eta_t = (W_t / W_<=t)^kappa, then the textbook M-step."""
+    X = mixture_data(seed=6, n=1500, D=3, C=5)
+    family = FAMILIES[family_name]
+    params = start(family_name, X, 5)
+    em = StepwiseEM(family, 5, 1e-6, params)
+    weights, means, cov = params.weights, params.means, params.covariances
+    raw, seen = None, 0.0
+    for lo, hi in [(0, 500), (500, 700), (700, 1100), (1100, 1500)]:
+        em.step(X[lo:hi], np.empty(0))
+        Y = X[lo:hi]
+        R = responsibilities(Y, Params(means, weights, cov), family_name)
+        chunk = [R.sum(0) / len(Y), R.T @ Y / len(Y), np.einsum("nc,ni,nj->cij", R, Y, Y) / len(Y)]
+        seen += len(Y)
+        eta = (len(Y) / seen) ** stepwise.STEP_DECAY if raw is not None else 1.0
+        raw = chunk if raw is None else [(1 - eta) * a + eta * b for a, b in zip(raw, chunk)]
+        weights, means = raw[0] / raw[0].sum(), raw[1] / raw[0][:, None]
+        full = raw[2] / raw[0][:, None, None] - np.einsum("ci,cj->cij", means, means)
+        diag = np.diagonal(full, axis1=1, axis2=2)
+        cov = {"spherical": diag.mean(1) + 1e-6, "diag": diag + 1e-6}.get(family_name, full + 1e-6 * np.eye(3))
+        np.testing.assert_allclose(em.params.means, means, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(em.params.weights, weights, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(em.params.covariances, cov, rtol=1e-7, atol=1e-9)
