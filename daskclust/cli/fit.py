@@ -53,6 +53,10 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                         "the number of components")
     parser.add_argument("--sketch-output", metavar="PATH", help="[sketched-gmm] write the sketch of DATA to this "
                         "zarr store (a later fit takes it as DATA); default: the sketch stays in memory")
+    parser.add_argument("--stream", type=Integer(), metavar="EPOCHS", help="[kmeans, gmm] learn from a stream of "
+                        "DATA's row chunks instead (partial_fit: one stepwise-EM step per chunk, one chunk in memory "
+                        "at a time, in this process), EPOCHS passes over them; chunks of --chunk-rows rows, default "
+                        "DATA's zarr chunks")
     parser.add_argument("--checkpoint", metavar="PATH", help="directory for checkpoints of the running fit")
     parser.add_argument("--checkpoint-every", type=Integer(), metavar="N",
                         help="iterations between checkpoints. Default: 10.")
@@ -115,13 +119,44 @@ def run_fit(args: argparse.Namespace) -> int:
     inputs = [Location.parse(p) for p in paths if p] + [*stored, *input_stores(weights), *extra_inputs]
     overwrite = run.get("overwrite", False)
     check_model_target(run["output"], overwrite=overwrite, inputs=inputs, option="--overwrite")
-    model.fit(X, sample_weight=weights, checkpoint=run.get("checkpoint"),
-              checkpoint_every=run.get("checkpoint_every", 10), resume=run.get("resume"), overwrite=overwrite,
-              **extra)
+    if "stream" in run:
+        stream_fit(model, X, weights, run, origins, quiet)
+    else:
+        model.fit(X, sample_weight=weights, checkpoint=run.get("checkpoint"),
+                  checkpoint_every=run.get("checkpoint_every", 10), resume=run.get("resume"), overwrite=overwrite,
+                  **extra)
     model.save(run["output"], overwrite=overwrite)
     if not quiet:
         print(f"saved {type(model).__name__} with {model.centres_.shape[0]} clusters to {run['output']}")
     return 0
+
+
+def stream_fit(model, X, weights, run: dict, origins: dict, quiet: bool) -> None:
+    """``--stream EPOCHS``: ``partial_fit`` on each row chunk of DATA in turn (``--chunk-rows`` rows, else the
+    zarr array's row chunks), EPOCHS times; after each epoch the mean over its steps of the free energy
+    of each chunk under the model before its step (held-out figures) is shown."""
+    import numpy as np
+
+    from ..transforms import Transformed
+
+    given = [name for name in ("checkpoint", "resume", "sketch_output", "validation") if name in run]
+    if given or not hasattr(model, "partial_fit") or isinstance(X, Transformed):
+        what = origins[given[0]] if given else f"{type(model).__name__}" + (" on a sketch" if isinstance(
+            X, Transformed) else "")
+        raise InvalidParameterError(f"{origins['stream']} learns from a stream of chunks with partial_fit, which "
+                                    f"{what} does not go with (kmeans and gmm on rows, without checkpoints)")
+    if run["stream"] < 1:
+        raise InvalidParameterError(f"{origins['stream']} needs at least 1 epoch")
+    rows = model.chunk_rows or X.chunks[0]
+    for epoch in range(run["stream"]):
+        start_step = getattr(model, "n_steps_", 0)
+        for start in range(0, X.shape[0], rows):
+            chunk_weights = None if weights is None else weights[start:start + rows]
+            model.partial_fit(X[start:start + rows], sample_weight=chunk_weights)
+        if not quiet:
+            energies = [row["free_energy"] for row in model.history_[start_step - model.n_steps_:]]
+            print(f"epoch {epoch + 1}: {model.n_steps_ - start_step} steps, mean free energy of the chunks "
+                  f"before their step {np.mean(energies):.6g}")
 
 
 def new_fit(run: dict, algorithm: str, values: dict, origins: dict, runtime: dict):

@@ -395,3 +395,30 @@ def test_the_report_makes_its_directory_but_never_writes_under_a_file(store, tmp
     assert main(["report", str(tmp_path / "m.zarr"), "--output", str(tmp_path / "file" / "r.html")]) == 2
     assert f"{tmp_path / 'file'} is a file, not a directory" in capsys.readouterr().err
     assert (tmp_path / "file").read_text() == "not a directory"
+
+
+def test_stream_learns_from_the_chunks_of_data_as_partial_fit_does(store, tmp_path, capsys):
+    """--stream EPOCHS: partial_fit on each 100-row chunk of X in turn, with the weights, twice."""
+    assert main(["fit", store, "--algorithm", "gmm", "--n-components", "3", "--covariance-type", "diag",
+                 "--sample-weight", "w", "--stream", "2", "--output", str(tmp_path / "m.zarr")]) == 0
+    assert capsys.readouterr().out.count("steps, mean free energy of the chunks before their step") == 2
+    model = daskclust.load(tmp_path / "m.zarr")
+    group = zarr.open_group(store, mode="r")
+    X, w = group["X"][:], group["w"][:]
+    python = daskclust.GaussianMixture(3, covariance_type="diag", random_state=0)
+    for _ in range(2):
+        for start in range(0, 600, 100):
+            python.partial_fit(X[start:start + 100], sample_weight=w[start:start + 100])
+    assert [row["data"] for row in model.history_] == ["stream"] * 12
+    np.testing.assert_allclose(model.means_, python.means_, rtol=1e-12)
+    np.testing.assert_allclose(model.covariances_, python.covariances_, rtol=1e-12)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--algorithm", "cell-gmm"], "CellGaussianMixture does not go with"),
+    (["--checkpoint", "c"], "--checkpoint does not go with"),
+])
+def test_stream_refuses_what_partial_fit_does_not_do(store, tmp_path, capsys, args, message):
+    assert fit(store, "--clusters", "4", "--stream", "1", *args, "--output", tmp_path / "m.zarr") == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "m.zarr").exists()
