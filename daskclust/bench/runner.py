@@ -31,6 +31,7 @@ SUITES = {
     "mixtures": "daskclust.bench.mixtures",
     "transforms": "daskclust.bench.transforms",
     "cells": "daskclust.bench.cells",
+    "stream": "daskclust.bench.stream",
     "costmodel": "daskclust.bench.costmodel",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""
