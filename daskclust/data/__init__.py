@@ -192,13 +192,13 @@ def rows_in_memory(X, sample_weight=None, *, min_samples: int = 1, what: str = "
     values. Returns (rows (n, D) C-contiguous float32 / float64, weights (n,) float64 or (0,) when
     unweighted). For the chunks of a stream (``partial_fit``), each of which fits in memory."""
     data = as_chunked_data(X, sample_weight, min_samples=min_samples, what=what)
-    rows = np.ascontiguousarray(data.X.compute(scheduler="threads"))
+    rows = data.source.read(0, data.n_samples)  # numpy as it is, zarr read, dask computed in this thread
     problem = rows_problem(rows, 0, "cluster")
     if problem:
         raise InvalidDataError(problem)
     if data.weights is None:
         return rows, np.empty(0)
-    weights = np.ascontiguousarray(data.weights.compute(scheduler="threads"), dtype=np.float64)
+    weights = data.weight_source.read(0, data.n_samples)
     problem = weights_problem(weights, 0)
     if problem:
         raise InvalidDataError(problem)
