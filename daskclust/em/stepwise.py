@@ -47,9 +47,11 @@ from ..names import STREAM_PARTIAL_FIT_START
 from ..seeding.passes import pruning_test
 from ..seeding.reduction import reduce_candidates
 
-STEP_DECAY = 0.6
+STEP_DECAY = 0.55
 """kappa of the step sizes: within (0.5, 1] for convergence; smaller forgets the first chunks' (worst)
-parameters faster (Liang & Klein 2009 found 0.5-0.7 best for mixtures)."""
+parameters faster. Measured over two epochs of 50 chunks (mean held-out log-likelihood per row of
+3 seeds): uci_letter full covariances -8.60 at 0.55, -9.10 at 0.6, -10.24 at 0.8, -10.95 at 1.0
+(-8.40 at 0.5, the edge of the condition); sipu_birch1 diag -2.3432, -2.3428, -2.3433, -2.3459."""
 
 BURN_IN = 2
 """Rows seen before the first M-step, per component and per (feature + 1)."""

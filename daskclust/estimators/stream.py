@@ -33,7 +33,7 @@ class StreamMixin:
         The chunk's rows (anything ``fit`` takes, read into memory) are E-stepped under the current
         model, each row over its ``C'`` most responsible components found exactly (the search of
         ``predict``); their statistics per unit weight are blended into the running statistics with
-        the step eta_t = (W(X_t) / W_seen)^0.6 ((t + 1)^-0.6 for chunks of equal weight), and the
+        the step eta_t = (W(X_t) / W_seen)^0.55 ((t + 1)^-0.55 for chunks of equal weight), and the
         M-step of the blend is the new model, once 2 (D + 1) C rows have been seen (Cappé & Moulines
         2009; Liang & Klein 2009; see the user guide, "Streams: partial_fit").
 
