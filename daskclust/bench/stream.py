@@ -121,6 +121,7 @@ def run(client, data=None, seeds=SEEDS, estimators=ESTIMATORS) -> Table:
                                    100 * gap, "met" if gap >= -TARGET else "missed",
                                    float(np.mean(peers)) if peers else "—", float(np.mean(batch_s)),
                                    float(np.mean(epoch_s)), float(np.mean(peer_s)) if peer_s else "—"])
+    table.prose.append(summary(table))
     table.notes.append("batch, stream: the exact held-out log-likelihood per row (mixtures) or minus the held-out "
                        "inertia (KMeans); gap = (stream - batch) / |batch| after two epochs, positive when the "
                        f"stream is better; target: gap >= -{100 * TARGET:g} %")
@@ -130,3 +131,18 @@ def run(client, data=None, seeds=SEEDS, estimators=ESTIMATORS) -> Table:
                        "(one chunk in memory at a time), in this process; batch s: fit on the rows in memory "
                        "on the suite's cluster, seeding included")
     return table
+
+
+def summary(table: Table) -> str:
+    """The paragraph after the table: rows meeting the target, the misses, and KMeans against its peer."""
+    rows = table.records()
+    met = [r for r in rows if r["target"] == "met"]
+    missed = [f"{r['data']} {r['estimator']} ({r['gap 2 epochs %']:+.2f} %)" for r in rows if r["target"] != "met"]
+    peers = [f"{r['data']} {100 * (r['stream 2 epochs'] - r['peer 2 epochs']) / abs(r['peer 2 epochs']):+.2f} %"
+             for r in rows if r["estimator"] == "kmeans"]
+    text = f"{len(met)} of {len(rows)} rows meet the target after two epochs"
+    text += f"; missed: {', '.join(missed)}." if missed else "."
+    if peers:
+        text += (" KMeans' stream against MiniBatchKMeans.partial_fit on the same chunks (held-out inertia, "
+                 f"positive when daskclust's is lower): {', '.join(peers)}.")
+    return text

@@ -19,3 +19,5 @@ def test_the_suite_compares_streams_with_batch_fits(client):
         assert row[9] == ("met" if gap >= -100 * stream.TARGET else "missed")
         assert (row[10] == "—") == (row[4] != "kmeans")  # the peer: MiniBatchKMeans for KMeans only
         assert row[11] > 0 and row[12] > 0
+    assert table.prose[0].startswith(f"{sum(row[9] == 'met' for row in table.rows)} of 2 rows meet the target")
+    assert "KMeans' stream against MiniBatchKMeans.partial_fit" in table.prose[0]
