@@ -84,11 +84,14 @@ def convergence_figure(history: list[dict]) -> Figure:
 
 def distances_figure(history: list[dict]) -> Figure:
     """Distance evaluations per EM iteration against exact EM's N C (N rows of the data the
-    iteration saw, C clusters), and the fraction of them saved."""
+    iteration saw, C clusters), and the fraction of them saved; the steps of a stream
+    (``partial_fit``), which do not count them (-1), are left blank."""
     steps = np.arange(len(history))
-    evaluated = _column(history, "n_distances")
+    counted = _column(history, "n_distances")
+    tracked = counted >= 0
+    evaluated = np.where(tracked, counted, np.nan)
     exact = evaluated * _column(history, "distance_speedup")  # speedup = N C / evaluations
-    saved = 100 * (1 - np.divide(evaluated, exact, out=np.ones_like(exact), where=exact > 0))
+    saved = 100 * (1 - np.divide(evaluated, exact, out=np.where(tracked, 1.0, np.nan), where=exact > 0))
     phases = _phases(history)
     fig = new_figure(10, 3.8)
     left, right = fig.subplots(1, 2)
@@ -97,8 +100,9 @@ def distances_figure(history: list[dict]) -> Figure:
     left.legend()
     left.set(xlabel="EM iteration", ylabel="distance evaluations", yscale="log")
     _plot_phases(right, steps, saved, phases, "tab:green")
-    right.set(xlabel="EM iteration", ylabel="saved against exact EM (%)", ylim=(min(0.0, saved.min()), 100))
-    fig.suptitle("Distance evaluations per iteration")
+    low = float(np.nanmin(saved)) if np.isfinite(saved).any() else 0.0
+    right.set(xlabel="EM iteration", ylabel="saved against exact EM (%)", ylim=(min(0.0, low), 100))
+    fig.suptitle("Distance evaluations per iteration" + ("" if tracked.all() else " (a stream's steps: not counted)"))
     return fig
 
 

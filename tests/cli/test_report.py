@@ -238,3 +238,22 @@ def test_a_coreset_fit_is_reported_phase_by_phase(client, tmp_path):
     page = paths["html"].read_text()
     assert "<th>coreset</th><td>200 rows built in" in page and "300 rows sampled from the ndarray given" in page
     assert all(paths[name].read_bytes()[:8] == PNG for name in FIGURES)
+
+
+def test_a_streamed_model_is_reported_with_its_distances_left_blank(tmp_path):
+    """partial_fit's steps do not count distances (-1): the distances figure draws nothing for them
+    and says so; the convergence figure draws every step."""
+    from daskclust.report.figures import convergence_figure, distances_figure
+
+    X, _ = blobs(3000, 2, 4, seed=3)
+    model = daskclust.GaussianMixture(4, covariance_type="diag", random_state=0)
+    for start in range(0, 3000, 500):
+        model.partial_fit(X[start:start + 500])
+    figure = distances_figure(model.history_)
+    drawn = [line.get_ydata() for axes in figure.axes for line in axes.get_lines()]
+    assert drawn and all(np.isnan(np.asarray(y, dtype=float)).all() for y in drawn)
+    assert "not counted" in figure.texts[0].get_text()
+    steps = convergence_figure(model.history_).axes[0].get_lines()[0].get_ydata()
+    np.testing.assert_array_equal(steps, [row["free_energy"] for row in model.history_])
+    model.save(tmp_path / "m.zarr")
+    assert main(["report", str(tmp_path / "m.zarr"), "--output", str(tmp_path / "r.html")]) == 0
