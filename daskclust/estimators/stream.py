@@ -42,7 +42,8 @@ class StreamMixin:
         ``precisions_init``), else from k-means of its own rows (which must be at least
         ``n_clusters``). ``fit`` starts over. Each call appends a row to ``history_`` (``data`` =
         ``"stream"``; its free energy is the chunk's under the model before the step, a held-out
-        figure; distances are not counted there: -1) and sets ``n_steps_`` (= ``n_iter_``);
+        figure; distances are not counted there: -1), which ``callback`` gets, and sets ``n_steps_``
+        (= ``n_iter_``);
         ``inertia_`` is the chunk's sum of weighted squared distances to the nearest mean of its
         rows' components, before the step; ``cluster_sizes_`` the running weights times the weight
         seen.
@@ -109,11 +110,13 @@ class StreamMixin:
     def _set_stream_fitted(self, stream: StepwiseEM, step: dict, n_features: int) -> None:
         """The fitted attributes after a stream's step (see :meth:`partial_fit`)."""
         self._set_model(stream.params)
-        self.history_ = [*self.history_, {
-            "iteration": stream.n_steps - 1, "data": "stream", "free_energy": step["free_energy"],
-            "quantization_error": step["quantization_error"], "sigma2": step["sigma2"], "n_distances": -1,
-            "n_distances_points": -1, "n_distances_centres": -1, "distance_speedup": -1.0, "n_changed": -1,
-            "seconds": step["seconds"]}]
+        row = {"iteration": stream.n_steps - 1, "data": "stream", "free_energy": step["free_energy"],
+               "quantization_error": step["quantization_error"], "sigma2": step["sigma2"], "n_distances": -1,
+               "n_distances_points": -1, "n_distances_centres": -1, "distance_speedup": -1.0, "n_changed": -1,
+               "seconds": step["seconds"]}
+        self.history_ = [*self.history_, row]
+        if self.callback is not None:
+            self.callback(dict(row))
         self.n_steps_ = self.n_iter_ = stream.n_steps
         self.converged_ = False
         self.inertia_ = step["quantization_error"]

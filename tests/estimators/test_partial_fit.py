@@ -59,6 +59,9 @@ def test_chunks_read_from_a_store(tmp_path, split):
         from_numpy.partial_fit(train[start:start + 1000])
     np.testing.assert_array_equal(from_store.means_, from_numpy.means_)
     assert [r["data"] for r in from_store.history_] == ["stream"] * 5
+    seen = []
+    daskclust.KMeans(3, random_state=0, callback=seen.append).partial_fit(train[:1000]).partial_fit(train[1000:2000])
+    assert [row["iteration"] for row in seen] == [0, 1] and seen[1]["data"] == "stream"
 
 
 def test_weights_are_ratios_and_repeats(split):
