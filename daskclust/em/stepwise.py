@@ -17,13 +17,13 @@ statistics are then their exact average, eta_t = W(X_t) / W_{<=t}): a component'
 estimated from the handful of rows a small first chunk gives it is singular, and a component
 collapsed onto its few rows draws no rows from later chunks and dies (Cappé & Moulines 2009 wait
 for a minimum of observations before their first M-step for the same reason).
-The E-step is truncated: each row keeps its C' most responsible
-components K(n), found exactly under the family's cost by the model's own index
-(:class:`~daskclust.models.inference.MixtureIndex`, the search of ``predict``), so a stream's rows,
-which have no K(n) from earlier iterations, start from the best sets there are. The family's
-statistics S2 are second moments about the E-step's means; the running statistics are kept about
-the current means (re-centred after every M-step, :meth:`~daskclust.models.base.Family.recentred`),
-so the two add.
+
+The E-step is truncated: each row keeps its C' most responsible components K(n), found exactly
+under the family's cost by the model's own index (:class:`~daskclust.models.inference.MixtureIndex`,
+the search of ``predict``), so a stream's rows, which have no K(n) from earlier iterations, start
+from the best sets there are. The family's statistics S2 are second moments about the E-step's
+means; the running statistics are kept about the current means (re-centred after every M-step,
+:meth:`~daskclust.models.base.Family.recentred`), so the two add.
 
 Nothing here uses Dask: a chunk is in memory, and its rows are cut into blocks E-stepped on a
 thread pool (the kernels release the GIL), merged in block order, so the result does not depend on
@@ -91,8 +91,7 @@ class StepwiseEM:
 
     def step(self, X: np.ndarray, w: np.ndarray) -> dict:
         """One step on the chunk ``X`` (rows validated by the caller) with weights ``w`` ((n,) or (0,),
-        of positive sum):
-        E-step under the current parameters, blend, M-step once burnt in. Returns the step's figures:
+        of positive sum): E-step under the current parameters, blend, M-step once burnt in. Returns:
         the chunk's free energy per point under the parameters before the step (the chunk not yet
         learned from: a held-out figure), its quantization error sum_n w_n ||y_n - mu_c(n)||^2 (c(n)
         the row's most responsible component) and weight W, the mean variance after the step, the
