@@ -186,12 +186,12 @@ def as_chunked_data(
     return ChunkedData(dask_x, source, weights, weight_source, bounds, input_kind)
 
 
-def rows_in_memory(X, sample_weight=None, *, min_samples: int = 1, what: str = "X") -> tuple[np.ndarray, np.ndarray]:
+def rows_in_memory(X, sample_weight=None) -> tuple[np.ndarray, np.ndarray]:
     """One block of rows (and weights) read into memory and checked as a fit checks each chunk: the
     input rules of :func:`as_chunked_data`, then the range rules of :mod:`daskclust.data.ranges` on the
     values. Returns (rows (n, D) C-contiguous float32 / float64, weights (n,) float64 or (0,) when
     unweighted). For the chunks of a stream (``partial_fit``), each of which fits in memory."""
-    data = as_chunked_data(X, sample_weight, min_samples=min_samples, what=what)
+    data = as_chunked_data(X, sample_weight)
     rows = data.source.read(0, data.n_samples)  # numpy as it is, zarr read, dask computed in this thread
     problem = rows_problem(rows, 0, "cluster")
     if problem:

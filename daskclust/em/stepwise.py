@@ -94,8 +94,8 @@ class StepwiseEM:
         of positive sum): E-step under the current parameters, blend, M-step once burnt in. Returns:
         the chunk's free energy per point under the parameters before the step (the chunk not yet
         learned from: a held-out figure), its quantization error sum_n w_n ||y_n - mu_c(n)||^2 (c(n)
-        the row's most responsible component) and weight W, the mean variance after the step, the
-        step size and the seconds."""
+        the row's most responsible component) and weight W, the mean variance after the step and the
+        seconds."""
         started = time.perf_counter()
         kernel = self.family.kernel_params(self.params)
         chunk = chunk_stats(self.family, self.params, kernel, X, w, self.n_truncated)
@@ -106,7 +106,8 @@ class StepwiseEM:
         self.rows_seen += int(np.count_nonzero(w)) if len(w) else X.shape[0]
         share = total / self.weight_seen
         eta = share if averaging else share ** self.decay
-        blended = per_unit_weight(chunk, total) if self.stats is None else blend(self.stats, chunk, total, eta)
+        unit = per_unit_weight(chunk, total)
+        blended = unit if self.stats is None else blend(self.stats, unit, eta)
         if self.burnt_in():
             new = self.family.m_step(blended, self.params, self.reg)
             blended = self.family.recentred(blended, new.means - self.params.means)
@@ -114,8 +115,7 @@ class StepwiseEM:
         self.stats = blended
         self.n_steps += 1
         return {"free_energy": float(free_energy), "quantization_error": float(chunk.scal[QE]), "weight": total,
-                "sigma2": self.family.mean_variance(self.params), "step_size": eta,
-                "seconds": time.perf_counter() - started}
+                "sigma2": self.family.mean_variance(self.params), "seconds": time.perf_counter() - started}
 
 
 def chunk_stats(family: Family, params: Params, kernel, X: np.ndarray, w: np.ndarray, n_truncated: int) -> SuffStats:
@@ -154,9 +154,9 @@ def per_unit_weight(stats: SuffStats, total: float) -> SuffStats:
     return SuffStats(stats.S0 / total, stats.S1 / total, stats.S2 / total, scal)
 
 
-def blend(running: SuffStats, chunk: SuffStats, total: float, eta: float) -> SuffStats:
-    """(1 - eta) running + eta chunk / W: both about the current means, so their second moments add."""
-    unit = per_unit_weight(chunk, total)
+def blend(running: SuffStats, unit: SuffStats, eta: float) -> SuffStats:
+    """(1 - eta) running + eta unit, both per unit weight and about the current means, so their second
+    moments add."""
     return SuffStats(*((1.0 - eta) * a + eta * b for a, b in zip((running.S0, running.S1, running.S2, running.scal),
                                                                    (unit.S0, unit.S1, unit.S2, unit.scal))))
 
