@@ -57,6 +57,13 @@ def block_problem(X: np.ndarray, start: int = 0) -> str | None:
     return rows_problem(X, start, "score")
 
 
+def check_n_features(n_features: int, expected: int, owner: str) -> None:
+    """Refuse rows of ``n_features`` features for a model ``owner`` (its class name) fitted on ``expected``,
+    in scikit-learn's words."""
+    if n_features != expected:
+        raise InvalidDataError(f"X has {n_features} features, but {owner} is expecting {expected} features as input")
+
+
 def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray], *, owner: str, width: int | None,
                dtype, output: str | os.PathLike | None = None, storage_options: dict | None = None,
                kind: str = "labels", overwrite: bool = False, inputs: Iterable[Location | None] = (),
@@ -75,9 +82,7 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
         location, source = Location.parse(output, storage_options), source_location(X)
         check_target(location, kind, overwrite=overwrite, inputs=[*input_stores(X), *inputs])
     data = as_chunked_data(X, storage_options=storage_options)
-    if data.n_features != n_features:
-        raise InvalidDataError(f"X has {data.n_features} features, but {owner} is expecting {n_features} features "
-                               "as input")
+    check_n_features(data.n_features, n_features, owner)
     if location is not None:
         return write_rows(data, block_fn, width, dtype, location, kind, source=source, progress=bool(verbose))
     out = _apply_lazy(data, block_fn, width, dtype) if data.lazy else _apply_numpy(data, block_fn, width, dtype)

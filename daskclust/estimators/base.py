@@ -198,9 +198,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """
         self._validate_params()
         self._stream = None  # a fit starts over: a later partial_fit starts a stream from its model
-        if not self.accepts_sparse and scipy.sparse.issparse(X):
-            raise InvalidDataError(f"{type(self).__name__} does not take sparse input (scikit-learn's neither): its "
-                                   "covariances make every row dense; pass X.toarray() if it fits in memory")
+        self._check_not_sparse(X)
         if self._n_runs() > 1 and (checkpoint is not None or resume is not None):
             raise InvalidParameterError(f"checkpoint and resume need one run (got n_init={self.n_init}): "
                                         "a checkpoint holds a single run")
@@ -243,6 +241,12 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             f"{result.history[-1]['free_energy']:.6g}, converged={self.converged_}, {self.fit_time_:.2f} s"
         )
         return self
+
+    def _check_not_sparse(self, X) -> None:
+        """Refuse scipy.sparse input where the estimator does not take it (``accepts_sparse``)."""
+        if not self.accepts_sparse and scipy.sparse.issparse(X):
+            raise InvalidDataError(f"{type(self).__name__} does not take sparse input (scikit-learn's neither): its "
+                                   "covariances make every row dense; pass X.toarray() if it fits in memory")
 
     def fit_spec(self, n_features: int, init=None, transformed: Transformed | None = None) -> FitSpec:
         """The frozen specification of this estimator's fit on data of ``n_features`` features, or on the

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse
 from sklearn.utils._available_if import available_if
 
 from ..data import rows_in_memory
@@ -12,6 +11,7 @@ from ..em.stepwise import StepwiseEM, first_params
 from ..errors import InvalidDataError
 from ..models import Params
 from ..seeding.passes import NearestIndex
+from .apply import check_n_features
 from .base import resolve_seed
 
 
@@ -59,16 +59,13 @@ class StreamMixin:
         self
         """
         self._validate_params()
-        if not self.accepts_sparse and scipy.sparse.issparse(X):
-            raise InvalidDataError(f"{type(self).__name__} does not take sparse input (scikit-learn's neither); "
-                                   "pass X.toarray()")
+        self._check_not_sparse(X)
         rows, weights = rows_in_memory(X, sample_weight)
         if len(weights) and not weights.sum() > 0:
             raise InvalidDataError("the chunk's rows have no weight: every sample_weight is 0")
         fitted = hasattr(self, "centres_")
-        if fitted and rows.shape[1] != self.n_features_in_:
-            raise InvalidDataError(f"X has {rows.shape[1]} features, but {type(self).__name__} is expecting "
-                                   f"{self.n_features_in_} features as input")
+        if fitted:
+            check_n_features(rows.shape[1], self.n_features_in_, type(self).__name__)
         stream = getattr(self, "_stream", None)
         if stream is None:
             if not fitted:
