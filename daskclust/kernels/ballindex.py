@@ -11,8 +11,9 @@ so a query only evaluates the B group centres and the members of the groups
 that could hold a point closer than the best found so far (or than a bound the
 caller already has). With B ~ sqrt(M) and clustered points this costs
 O(sqrt(M)) distances instead of O(M), and the answer is exact. The seedings
-use it for k-means|| updates, the nearest-seed assignment and the greedy
-k-means++ reduction.
+use it for k-means|| updates, the nearest-seed assignment and the Lloyd
+steps of the k-means|| reduction (its greedy k-means++ steps use the ball tree
+of :mod:`daskclust.kernels.balltree`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from numba import njit
 
 from ..names import STREAM_BALL_INDEX
 from .estep import sqdist
-from .rng import uniform
-from .seeding import draw_position
 
 
 @njit(nogil=True, cache=True)
@@ -120,124 +119,3 @@ def build_ball_index(points: np.ndarray, ids: np.ndarray | None = None, n_groups
     radii = np.zeros(B)
     np.maximum.at(radii, labels, dist)
     return centres, radii, offsets, points[order], dist[order], ids[order]
-
-
-@njit
-def _ball_gain(t, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, apply):
-    """(sum_p w_p (d2_p - min(d2_p, ||p - pts[t]||^2)), distances evaluated): what choosing
-    pts[t] as a centre saves, over a ball partition of the points (see ``ballindex``).
-
-    ``gdmax[g]`` is the largest sqrt(d2) in group g: no member can gain when
-    ||pts[t] - g|| >= rho_g + gdmax[g], and only the band of members with
-    | ||pts[t] - g|| - ||p - g|| | < gdmax[g] can. With ``apply`` the new
-    distances are stored and the group statistics (gdmax, gsum = sum w d2) updated.
-    """
-    gain = 0.0
-    n = 0
-    for g in range(gcent.shape[0]):
-        reach = grad[g] + gdmax[g]
-        dct2 = sqdist(pts[t], gcent[g])
-        n += 1
-        if dct2 >= reach * reach:
-            continue
-        dct = np.sqrt(dct2)
-        band = gdmax[g] * (1.0 + 1e-9)  # a margin: the squared test below decides borderline members
-        lo, hi = offsets[g], offsets[g + 1]
-        if not apply:
-            while lo < hi:  # the first member with pdist > dct - band
-                mid = (lo + hi) >> 1
-                if pdist[mid] <= dct - band:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            hi = offsets[g + 1]
-        new_max = 0.0
-        new_sum = 0.0
-        for p in range(lo, hi):
-            cur = d2[p]
-            gap = dct - pdist[p]
-            if not apply and gap <= -band:
-                break  # members are sorted by pdist: every later one is farther still
-            if gap * gap < cur:
-                d = sqdist(pts[p], pts[t])
-                n += 1
-                if d < cur:
-                    gain += wts[p] * (cur - d)
-                    if apply:
-                        d2[p] = d
-                        cur = d
-            if apply:
-                new_max = max(new_max, cur)
-                new_sum += wts[p] * cur
-        if apply:
-            gdmax[g] = np.sqrt(new_max)
-            gsum[g] = new_sum
-    return gain, n
-
-
-@njit(nogil=True, cache=True)
-def greedy_kmeanspp_balls(gcent, grad, offsets, pts, pdist, wts, n_clusters, n_trials, key):
-    """Weighted greedy k-means++ (scikit-learn's ``_kmeans_plusplus``) over a ball partition of the
-    points, exact; returns (chosen positions in partition order, distances evaluated).
-
-    The first centre is drawn in proportion to w; every further step draws
-    ``n_trials`` points in proportion to w d^2 (d: distance to the nearest centre
-    so far) and keeps the one that lowers sum w d^2 most (the first on ties).
-    Draws use stream ``key``, so the result depends on nothing else. The
-    partition prunes where the triangle inequality does (low intrinsic
-    dimension); elsewhere it costs what scikit-learn's matrix of trials does.
-    Serial: numba's parallel threads busy-wait
-    between steps and stall on a loaded machine.
-    """
-    M = pts.shape[0]
-    B = gcent.shape[0]
-    d2 = np.full(M, np.inf)
-    gdmax = np.full(B, np.inf)
-    gsum = np.zeros(B)
-    chosen = np.empty(n_clusters, dtype=np.int64)
-    first = draw_position(uniform(key, 0), np.cumsum(wts))
-    chosen[0] = first
-    n_dist = _ball_gain(first, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, True)[1]
-    trials = np.empty(n_trials, dtype=np.int64)
-    gains = np.empty(n_trials)
-    counts = np.empty(n_trials, dtype=np.int64)
-    counter = 1
-    for k in range(1, n_clusters):
-        gcum = np.cumsum(gsum)
-        if gcum[B - 1] <= 0.0:  # every point coincides with a centre: take unchosen ones in order
-            chosen[k] = _first_unchosen(chosen, k, M)
-            continue
-        for t in range(n_trials):  # the group in proportion to its mass, then the member within it
-            u = uniform(key, counter)
-            counter += 1
-            g = draw_position(u, gcum)
-            below = gcum[g - 1] if g > 0 else 0.0
-            target = u * gcum[B - 1] - below
-            acc = 0.0
-            pick = offsets[g + 1] - 1
-            for p in range(offsets[g], offsets[g + 1]):
-                acc += wts[p] * d2[p]
-                if acc > target:
-                    pick = p
-                    break
-            trials[t] = pick
-        for t in range(n_trials):
-            gains[t], counts[t] = _ball_gain(trials[t], gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, False)
-        n_dist += counts.sum()
-        best = trials[np.argmax(gains)]
-        chosen[k] = best
-        n_dist += _ball_gain(best, gcent, grad, offsets, pts, pdist, wts, d2, gdmax, gsum, True)[1]
-    return chosen, n_dist
-
-
-@njit
-def _first_unchosen(chosen, k, M):
-    for p in range(M):
-        taken = False
-        for j in range(k):
-            if chosen[j] == p:
-                taken = True
-                break
-        if not taken:
-            return p
-    return 0

@@ -102,8 +102,8 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, probe: dict, **_):
     The first pass draws :func:`kmeanspp_rows` rows without replacement in proportion to w: every
     row of data within the budget, with its weight, so that the seeding is scikit-learn's
     ``kmeans_plusplus`` on the data; beyond it a sample, whose rows, drawn in proportion to w, count
-    alike. Two passes in all, whatever C. The greedy steps go through ball partitions where they
-    prune, matrix products elsewhere (:func:`~daskclust.seeding.reduction.greedy_kmeanspp`).
+    alike. Two passes in all, whatever C. The greedy steps go through a ball tree where it
+    prunes, matrix products elsewhere (:func:`~daskclust.seeding.reduction.greedy_kmeanspp`).
     """
     data = engine.data
     X = np.ascontiguousarray(probe["X"], dtype=np.float64)
@@ -114,8 +114,7 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, probe: dict, **_):
         return assign(engine, centres, seed, n)
     dense, n_dist = pruning_test(X, seed)
     chosen, n = greedy_kmeanspp(X, np.ascontiguousarray(w, dtype=np.float64), n_clusters,
-                                kmeanspp_trials(n_clusters), stream_key(seed, STREAM_KMEANSPP), dense, seed,
-                                exact_tail=0.0)
+                                kmeanspp_trials(n_clusters), stream_key(seed, STREAM_KMEANSPP), dense, exact_tail=0.0)
     centres, n_fill = _complete(engine, X[chosen], n_clusters, seed)
     return assign(engine, centres, seed, n_dist + n + n_fill)
 

@@ -7,8 +7,9 @@ a weighted greedy k-means++ (scikit-learn's ``_kmeans_plusplus``, with
 TRIALS_FACTOR times its 2 + log C trials per step, the one lowering sum w d^2
 most kept) followed by weighted Lloyd iterations on the candidates; the run of
 lowest weighted cost is kept. Every distance evaluated is counted. Where the
-triangle inequality prunes (low intrinsic dimension) the searches go through
-ball partitions; elsewhere through matrix products.
+triangle inequality prunes (low intrinsic dimension) the greedy steps go through
+a ball tree and Lloyd's searches through ball partitions; elsewhere through
+matrix products.
 
 What each part buys (Lloyd to convergence from the seeds, QE / scikit-learn's
 KMeans(n_init=1), mean of 5 seeds, measured for issue 9): a single greedy
@@ -35,12 +36,12 @@ try:  # installed with scikit-learn; without it BLAS keeps its own number of thr
 except ImportError:  # pragma: no cover
     threadpool_limits = None
 
-from ..kernels.ballindex import build_ball_index, greedy_kmeanspp_balls
+from ..kernels.balltree import build_ball_tree, greedy_kmeanspp_tree
 from ..kernels.dense import dense_gains, dense_take_min
 from ..kernels.rng import stream_key
 from ..kernels.seeding import draw_trials, weighted_means
 from ..names import STREAM_REDUCTION
-from .passes import NearestIndex, ball_index_distances
+from .passes import NearestIndex
 
 LLOYD_ITERATIONS = 20
 """Most weighted Lloyd iterations per restart (they stop earlier once no candidate changes centre)."""
@@ -109,7 +110,7 @@ def _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iteratio
     n_dist = 0
     for run in range(restarts or n_restarts(n_clusters)):
         key = stream_key(seed, STREAM_REDUCTION, run)
-        chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense, seed)
+        chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense)
         centres, labels, d2, m = weighted_lloyd(P, w, P[chosen], dense, seed, lloyd_iterations)
         n_dist += n + m
         cost = float(w @ d2)
@@ -136,11 +137,12 @@ gain among all of them (see :func:`greedy_kmeanspp`)."""
 
 
 def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, key, dense: bool,
-                    seed: int = 0, exact_tail: float = EXACT_TAIL, batch: int = 32) -> tuple[np.ndarray, int]:
+                    exact_tail: float = EXACT_TAIL, batch: int = 32) -> tuple[np.ndarray, int]:
     """Weighted greedy k-means++ on the points P (M, D) with weights w; returns (chosen rows, distances).
 
     Each step draws ``trials`` points in proportion to w d^2 and keeps the one
-    lowering sum w d^2 most. With matrix products (``dense``: many dimensions,
+    lowering sum w d^2 most. Where pruning works (not ``dense``) through a ball tree
+    (:mod:`daskclust.kernels.balltree`), drawing over the tree's order of the points. With matrix products (``dense``: many dimensions,
     where d^2 varies little, all points of a blob being about sqrt(2 D) sigma
     apart) the draws rarely land in the last uncovered clusters, so the last
     ``exact_tail`` fraction of the steps takes the point of largest gain among
@@ -149,9 +151,9 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
     recomputed one beats every stale bound.
     """
     if not dense:
-        index = build_ball_index(P, seed=seed)
-        chosen, n = greedy_kmeanspp_balls(*index[:5], w[index[5]], n_clusters, trials, key)
-        return index[5][chosen], int(n) + ball_index_distances(len(P))
+        order, *tree, n_build = build_ball_tree(P)
+        chosen, n = greedy_kmeanspp_tree(*tree, np.ascontiguousarray(P[order]), w[order], n_clusters, trials, key)
+        return order[chosen], int(n) + int(n_build)
     M = len(P)
     pn = np.einsum("md,md->m", P, P)
     chosen = np.empty(n_clusters, dtype=np.int64)
@@ -213,13 +215,22 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
 def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: bool, seed: int,
                    max_iter: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Lloyd's iterations on weighted points from ``centres``; returns (centres, labels, d2, distances),
-    labels and d2 those of the returned centres (each point's nearest centre)."""
+    labels and d2 those of the returned centres (each point's nearest centre).
+
+    After the first search each point's search starts from its distance to its last centre's new
+    position: the ball index then skips every group farther than that.
+    """
     centres = np.array(centres, dtype=np.float64)
     labels = np.full(len(P), -1, dtype=np.int32)
     n_dist = 0
     for it in range(max_iter + 1):
-        d2 = np.full(len(P), np.inf)
-        new = np.zeros(len(P), dtype=np.int32)
+        if it == 0:
+            d2 = np.full(len(P), np.inf)
+            new = np.zeros(len(P), dtype=np.int32)
+        else:
+            d2 = np.einsum("md,md->m", P - centres[labels], P - centres[labels])
+            new = labels.copy()
+            n_dist += len(P)
         index = NearestIndex(centres, dense=dense, seed=seed)
         n_dist += index.n_build + index.search(P, d2, new)
         if np.array_equal(new, labels) or it == max_iter:

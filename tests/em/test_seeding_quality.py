@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from daskclust.kernels import ballindex
-from daskclust.kernels.ballindex import build_ball_index, greedy_kmeanspp_balls
+from daskclust.kernels.balltree import build_ball_tree, greedy_kmeanspp_tree
 from daskclust.kernels.rng import stream_key
 from daskclust.kernels.seeding import weighted_means
 from daskclust.seeding.passes import ball_index_distances, pruning_test
@@ -36,18 +36,34 @@ def test_dense_greedy_equals_the_numpy_reference(seed):
     assert n_dist == len(P) * (1 + 9 * 4)  # the first centre, then 4 trials against every point per step
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_ball_greedy_equals_the_numpy_reference_in_partition_order(seed):
-    """The pruned kernel draws over the partition's order of the points; the same greedy on
-    the points in that order, unpruned, makes the same choices with at most its distances."""
+@pytest.mark.parametrize("seed, leaf_size", [(0, 1), (1, 8), (2, 32)])
+def test_tree_greedy_equals_the_numpy_reference_in_tree_order(seed, leaf_size):
+    """The pruned kernel draws over the tree's order of the points; the same greedy on the points
+    in that order, unpruned, makes the same choices with fewer distances."""
     P, w = weighted_points(seed)
-    index = build_ball_index(P, seed=seed)
-    order = index[5]
+    order, *tree, n_build = build_ball_tree(P, leaf_size)
+    assert sorted(order) == list(range(len(P)))
     key = stream_key(seed, 6)
-    chosen, n_dist = greedy_kmeanspp_balls(*index[:5], w[order], 10, 4, key)
+    chosen, n_dist = greedy_kmeanspp_tree(*tree, P[order], w[order], 10, 4, key)
     np.testing.assert_array_equal(chosen, reference_greedy(P[order], w[order], 10, 4, key))
-    B = len(index[0])
-    assert 0 < n_dist <= (len(P) + B) * (1 + 9 * 5)  # each evaluation: B group centres + members
+    n_nodes = len(tree[0])
+    assert 0 < n_dist < (len(P) + n_nodes) * (1 + 9 * 5)  # each evaluation: nodes + members
+    assert n_build == sum(hi - lo for lo, hi in zip(tree[0], tree[1]))
+
+
+def test_ball_tree_nodes_bound_their_points():
+    """Every node's radius covers its points around its centre (the mean), children split their
+    parent's range, and leaves hold at most leaf_size points."""
+    P, _ = weighted_points(5, n=500, dim=3)
+    order, lo, hi, left, centre, radius, _ = build_ball_tree(P, 7)
+    for n in range(len(lo)):
+        pts = P[order[lo[n]:hi[n]]]
+        np.testing.assert_allclose(centre[n], pts.mean(0))
+        assert np.sqrt(((pts - centre[n]) ** 2).sum(1)).max() <= radius[n] * (1 + 1e-12)
+        if left[n] >= 0:
+            assert left[n] > n and (lo[left[n]], hi[left[n]], hi[left[n] + 1]) == (lo[n], lo[left[n] + 1], hi[n])
+        else:
+            assert hi[n] - lo[n] <= 7
 
 
 def test_dense_exact_tail_takes_the_largest_gain():
@@ -128,7 +144,7 @@ def test_ball_index_distance_count_matches_the_builder(monkeypatch):
     monkeypatch.setattr(ballindex, "_assign_groups", counting)
     for M in (1, 5, 64, 1000):
         calls.clear()
-        build_ball_index(np.random.default_rng(M).standard_normal((M, 3)), seed=0)
+        ballindex.build_ball_index(np.random.default_rng(M).standard_normal((M, 3)), seed=0)
         assert ball_index_distances(M) == sum(calls) + M  # + each point's distance to its group centre
 
 

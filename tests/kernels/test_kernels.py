@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daskclust.kernels.ballindex import ball_nearest, build_ball_index, greedy_kmeanspp_balls
+from daskclust.kernels.ballindex import ball_nearest, build_ball_index
+from daskclust.kernels.balltree import build_ball_tree, greedy_kmeanspp_tree
 from daskclust.kernels.estep import (
     CHANGED,
     LSE,
@@ -142,9 +143,9 @@ def test_greedy_kmeanspp_finds_separated_groups():
     rng = np.random.default_rng(4)
     centres = np.arange(8)[:, None] * np.array([[100.0, 0.0]])
     P = np.repeat(centres, 20, axis=0) + rng.standard_normal((160, 2))
-    index = build_ball_index(P, seed=1)
-    chosen, _ = greedy_kmeanspp_balls(*index[:5], np.ones(160), 8, 4, stream_key(1))
-    assert len(set((index[5][chosen] // 20).tolist())) == 8
+    order, *tree, _ = build_ball_tree(P)
+    chosen, _ = greedy_kmeanspp_tree(*tree, P[order], np.ones(160), 8, 4, stream_key(1))
+    assert len(set((order[chosen] // 20).tolist())) == 8
 
 
 def test_greedy_kmeanspp_weights_steer_the_choice():
@@ -152,8 +153,8 @@ def test_greedy_kmeanspp_weights_steer_the_choice():
     zero weight is never chosen."""
     P = np.array([[0.0, 0.0], [0.1, 0.0], [50.0, 0.0], [500.0, 0.0]])
     w = np.array([1000.0, 1000.0, 1.0, 0.0])
-    index = build_ball_index(P, seed=0)
-    picks = [index[5][greedy_kmeanspp_balls(*index[:5], w[index[5]], 2, 3, stream_key(s))[0]] for s in range(30)]
+    order, *tree, _ = build_ball_tree(P, leaf_size=1)
+    picks = [order[greedy_kmeanspp_tree(*tree, P[order], w[order], 2, 3, stream_key(s))[0]] for s in range(30)]
     assert all(3 not in p for p in picks)
     assert sum(p[0] in (0, 1) for p in picks) >= 28
 
