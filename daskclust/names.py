@@ -81,4 +81,4 @@ STREAM_PARTIAL_FIT_START = 43
 STREAM_BALL_INDEX = 71
 """Ball index: the group centres' initial draw."""
 STREAM_PRUNING_PROBE = 73
-"""The probe that decides whether a ball index prunes (and its row sample)."""
+"""The probe that decides whether a ball tree prunes (and its row sample)."""

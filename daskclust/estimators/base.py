@@ -323,7 +323,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
 
     def predict(self, X, *, output: str | os.PathLike | None = None, storage_options: dict | None = None,
                 overwrite: bool = False, inputs=()):
-        """Index of the nearest centre of each row (exact: a ball index over the centres prunes where
+        """Index of the nearest centre of each row (exact: a ball tree over the centres prunes where
         it can, :class:`~daskclust.seeding.passes.NearestIndex`).
 
         numpy input gives a numpy array, lazy input (dask, zarr, path) a dask

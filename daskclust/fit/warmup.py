@@ -55,7 +55,7 @@ specialise on sizes, only on dtypes and array layouts). More clusters than a def
 UNITS = ("seeding", "pairs", "labels", "estep")
 """The compilation units, in the order this process takes them (the helper takes them from the
 end). Compile times, CPU seconds of one core (Python 3.11, numba 0.68): seeding (chunk
-validation, the k-means|| passes, the ball index, greedy k-means++) 5.6; pairs (pruning the pair
+validation, the k-means|| passes, the ball tree, greedy k-means++) 5.6; pairs (pruning the pair
 statistics, the estimated neighbour table) 3.5; labels (the exact nearest centre, which ``fit``
 runs for ``labels_`` on numpy input) 0.6; estep (the exact neighbours of the centres, the
 truncated E-step and the merge of its pair statistics) 7.2. The helper first spends ~1.5 s

@@ -1,7 +1,7 @@
 """Nearest-point search by matrix products, for data where triangle-inequality pruning fails.
 
 In many dimensions distances concentrate (all points of a Gaussian blob are
-about sqrt(2 D) sigma apart), so the lower bounds of the ball index prune
+about sqrt(2 D) sigma apart), so the lower bounds of the ball tree prune
 nothing and a search degenerates to evaluating every candidate one distance at
 a time. Here the candidates are evaluated in tiles with
 ||x - c||^2 = ||x||^2 - 2 x.c + ||c||^2, the cross terms by BLAS (which runs

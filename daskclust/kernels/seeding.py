@@ -4,7 +4,7 @@ Chunk kernels (``bernoulli_sample``, ``exponential_keys``) run on
 the workers; ``afkmc2_chains`` and the reduction's ``draw_trials`` and
 ``weighted_means`` (see :mod:`daskclust.seeding.reduction`) run on the driver over
 the gathered rows. The nearest-candidate searches and the greedy k-means++ steps
-are in :mod:`daskclust.kernels.ballindex` (pruned by a ball partition) and
+are in :mod:`daskclust.kernels.balltree` (pruned by a ball tree) and
 :mod:`daskclust.kernels.dense` (matrix products).
 """
 

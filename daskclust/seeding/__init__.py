@@ -36,7 +36,7 @@ import numpy as np
 
 from ..data.ranges import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
-from .methods import afkmc2, assign, first_draw_rows, kmeans_parallel, kmeanspp, random_rows
+from .methods import afkmc2, assign, first_draw_rows, kmeans_parallel, kmeanspp, random_rows, round_sample_rate
 from .passes import DrawOp, FirstPassOp, RelabelOp
 
 SEEDINGS = {
@@ -87,14 +87,16 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
     data = engine.data
     init = check_init(init, n_clusters, data.n_features)
     draw = DrawOp(seed, 0, first_draw_rows(init, n_clusters, data.n_features, data.n_samples), data.n_features)
-    first = engine.map_reduce(FirstPassOp(data.n_chunks, draw))
+    rate = round_sample_rate(init, n_clusters, data.n_features, data.n_samples, oversampling_factor, init_rounds)
+    first = engine.map_reduce(FirstPassOp(data.n_chunks, draw, rate))
     if first["W"].sum() <= 0:
         raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
     check_not_too_small(first["max_abs"][0], data.dtype, data.n_features)
     if isinstance(init, str):
         method = SEEDINGS[init]
         centres, qe, W, n_dist = method(engine, n_clusters, seed=seed, oversampling_factor=oversampling_factor,
-                                        init_rounds=init_rounds, chain_length=chain_length, probe=first["probe"])
+                                        init_rounds=init_rounds, chain_length=chain_length, probe=first["probe"],
+                                        sample_rate=rate)
         name = init
     else:
         name = "array"

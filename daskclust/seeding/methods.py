@@ -26,7 +26,7 @@ from .passes import (
 from .reduction import greedy_kmeanspp, kmeanspp_trials, reduce_candidates
 
 PROBE_ROWS = 256
-"""Rows drawn (in proportion to w) to measure whether ball indexes prune on this data."""
+"""Rows drawn (in proportion to w) to measure whether ball trees prune on this data."""
 
 DENSE_SAMPLE = 32
 DENSE_BUDGET = 1 << 35
@@ -34,13 +34,29 @@ DENSE_BUDGET = 1 << 35
 so they see all rows (and the candidate weights are exact counts) unless that costs more than
 DENSE_BUDGET multiply-adds (about a second of matrix products on two cores, e.g. up to 232,000
 rows of 74 features at C = 200); beyond, a uniform sample of rows within that budget, at least
-DENSE_SAMPLE per cluster, with weights scaled up (candidate weights then estimated)."""
+DENSE_SAMPLE per cluster, with weights scaled up (candidate weights then estimated). The same
+sample serves where pruning works (only larger data reach the budget there), so that data beyond
+it are read twice whatever their intrinsic dimension."""
 
 
 def dense_rows(n_clusters: int, n_features: int, oversampling_factor: float, init_rounds: int) -> int:
-    """Rows the k-means|| rounds see at most where pruning fails (see DENSE_BUDGET)."""
+    """Rows the k-means|| rounds see at most (see DENSE_BUDGET)."""
     per_row = max(1.0, oversampling_factor * n_clusters * init_rounds * n_features)
     return max(DENSE_SAMPLE * n_clusters, int(DENSE_BUDGET / per_row))
+
+
+def round_sample_rate(init, n_clusters: int, n_features: int, n_samples: int, oversampling_factor: float,
+                      init_rounds: int) -> float:
+    """The share of rows the k-means|| rounds see, drawn uniformly by the first pass of the seeding:
+    every row while :func:`dense_rows` allows, else a sample of that many (1 for other seedings).
+
+    The budget is that of rounds without pruning, so where the ball trees prune the rounds see every
+    row of all but very large data (BIRCH grid, C <= 4096: all 409,600 rows), and a data set larger
+    than that is read twice in all: the first pass (which keeps the sample) and the last.
+    """
+    if not (isinstance(init, str) and init == "k-means||"):
+        return 1.0
+    return min(1.0, dense_rows(n_clusters, n_features, oversampling_factor, init_rounds) / max(1, n_samples))
 
 
 def _draw_first(engine, seed: int) -> np.ndarray:
@@ -51,7 +67,7 @@ def _draw_first(engine, seed: int) -> np.ndarray:
 def assign(engine, centres: np.ndarray, seed: int, n_dist: int = 0):
     """Last pass of a seeding: every row's exact nearest centre; returns (centres, qe, W, n_dist)."""
     dense, n_test = pruning_test(centres, seed)
-    index = NearestIndex(centres, dense=dense, seed=seed)
+    index = NearestIndex(centres, dense=dense)
     out = engine.map_reduce(AssignOp(index))
     return centres, out["qe"][0], out["W"][0], n_dist + n_test + index.n_build + int(out["n_dist"][0])
 
@@ -87,7 +103,7 @@ def kmeanspp_rows(n_clusters: int, n_features: int, n_samples: int) -> int:
 
 def first_draw_rows(init, n_clusters: int, n_features: int, n_samples: int) -> int:
     """Rows the first pass of a seeding draws in proportion to w: the k-means++ sample, else the
-    PROBE_ROWS with which k-means|| tests whether ball indexes prune."""
+    PROBE_ROWS with which k-means|| tests whether ball trees prune."""
     if isinstance(init, str) and init == "k-means++":
         return kmeanspp_rows(n_clusters, n_features, n_samples)
     return PROBE_ROWS
@@ -119,35 +135,33 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, probe: dict, **_):
     return assign(engine, centres, seed, n_dist + n + n_fill)
 
 
-def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversampling_factor: float = 2.0,
-                    init_rounds: int = 5, **_):
+def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, sample_rate: float = 1.0,
+                    oversampling_factor: float = 2.0, init_rounds: int = 5, **_):
     """k-means|| (Bahmani et al. 2012), weighted.
 
     Round r keeps each row with probability min(1, l w d^2 / phi), l =
     oversampling_factor * C, phi = sum w d^2, then lowers d^2 with the new
     candidates exactly; the rows of round r + 1 are drawn in the pass that lowers
-    d^2 for round r (see ``NearestUpdateOp``). The first pass's probe of
-    PROBE_ROWS rows decides how: ball indexes where the triangle inequality
-    prunes; otherwise matrix products, each candidate then costing a distance for
-    every row the rounds see, so the rounds see all rows unless that exceeds a
-    budget, and then a uniform sample (weights scaled up; ``dense_rows``). The
+    d^2 for round r (see ``NearestUpdateOp``). The rounds see every row unless
+    that exceeds a budget (``dense_rows``), and then the uniform sample the first
+    pass kept (``sample_rate`` < 1, weights scaled up), reading no rows. The
+    first pass's probe of PROBE_ROWS rows decides how they search: ball trees where
+    the triangle inequality prunes; otherwise matrix products. The
     last pass gives each candidate the mass of the rows nearest to it (exact
     counts when the rounds saw every row, else their unbiased estimate); the
     weighted candidates are reduced to C centres by k-means on the driver
     (:func:`~daskclust.seeding.reduction.reduce_candidates`: weighted greedy
     k-means++, then weighted Lloyd, best of a few runs where C is small). Each
-    row's seed centre is its nearest candidate's nearest centre (with ball
-    indexes) or found by an exact pass (matrix products). Every distance is
+    row's seed centre is its nearest candidate's nearest centre (ball trees, every
+    row seen) or found by an exact pass (matrix products or a sample). Every distance is
     counted, the driver's (index builds, the reduction) included.
     """
     D = engine.data.n_features
     dense, n_dist = pruning_test(probe["X"], seed)
-    n_rows = dense_rows(n_clusters, D, oversampling_factor, init_rounds)
-    rate = min(1.0, n_rows / engine.data.n_samples) if dense else 1.0
     cands = probe["X"][np.argmin(probe["key"])][None, :]  # the first draw: a row drawn in proportion to w
     ell = oversampling_factor * n_clusters
-    common = {"n_features": D, "rate": rate, "seed": seed}  # each update pass also draws the next round's rows
-    index = NearestIndex(cands, seed=seed)
+    common = {"n_features": D, "rate": sample_rate, "seed": seed}  # each update pass also draws the next round's rows
+    index = NearestIndex(cands)
     out = engine.map_reduce(NearestUpdateOp(index, 1, reset=True, oversample=ell, step=1, **common))
     n_dist += int(out["n_dist"][0]) + index.n_build
     for r in range(1, init_rounds + 1):
@@ -158,10 +172,10 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversamp
         if drawn is not None:
             new = keep_drawn(drawn, ell / phi)["X"]
         else:  # the previous round drew nothing: draw again from the same distances
-            new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D, rate))["X"]
+            new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D, sample_rate))["X"]
         if len(new) == 0:
             continue
-        index = NearestIndex(new, len(cands), dense=dense, seed=seed)
+        index = NearestIndex(new, len(cands), dense=dense)
         ell_next = 0.0 if r == init_rounds else ell
         out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new), oversample=ell_next, step=r + 1,
                                                 **common))
@@ -175,8 +189,8 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, oversamp
         centres, n = _complete(engine, cands, n_clusters, seed)
         return assign(engine, centres, seed, n_dist + n)
     n_dist += reduced.n_dist
-    if dense:  # in many dimensions the nearest candidate's centre is often not the row's
-        return assign(engine, reduced.centres, seed, n_dist)
+    if dense or sample_rate < 1.0:  # in many dimensions a row's nearest candidate's centre is often not
+        return assign(engine, reduced.centres, seed, n_dist)  # its own; rows out of the sample have no candidate
     mapped = engine.map_reduce(MapLabelsOp(reduced.centre_of, reduced.centres))
     return reduced.centres, mapped["qe"][0], mapped["W"][0], n_dist + int(mapped["n_dist"][0])
 
@@ -210,7 +224,7 @@ def _complete(engine, cands: np.ndarray, n_clusters: int, seed: int) -> tuple[np
     n_dist = 0
     while len(cands) < n_clusters:
         dense, n_test = pruning_test(cands, seed)
-        index = NearestIndex(cands, dense=dense, seed=seed)
+        index = NearestIndex(cands, dense=dense)
         out = engine.map_reduce(NearestUpdateOp(index, 0, reset=True))
         n_dist += n_test + index.n_build + int(out["n_dist"][0])
         extra = engine.map_reduce(DrawOp(seed, step, n_clusters - len(cands), D, by_distance=True))["X"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.ops import Chunk, add_arrays
-from ..kernels.ballindex import ball_nearest, build_ball_index
+from ..kernels.balltree import build_ball_tree, tree_nearest
 from ..kernels.dense import dense_nearest
 from ..kernels.rng import stream_key
 from ..kernels.seeding import bernoulli_sample, exponential_keys, uniforms_at, weighted_sum
@@ -34,20 +34,9 @@ from ..names import (
     STREAM_SAMPLE,
 )
 
-BALL_LLOYD_STEPS = 3
-"""The Lloyd steps ``build_ball_index`` takes by default (its distance count depends on them)."""
-
-
-def ball_index_distances(n_points: int, lloyd_steps: int = BALL_LLOYD_STEPS) -> int:
-    """Distances ``build_ball_index`` evaluates for ``n_points`` points: every point against
-    every one of the B = floor(sqrt(M)) group centres per assignment (``lloyd_steps`` + 1 of
-    them), then once more to its own group centre."""
-    n_groups = max(1, min(n_points, int(np.sqrt(n_points))))
-    return (lloyd_steps + 1) * n_points * n_groups + n_points
-
 
 def pruning_test(points: np.ndarray, seed: int = 0, probe: int = 256, threshold: float = 0.3) -> tuple[bool, int]:
-    """(whether a ball index over ``points`` would evaluate more than ``threshold`` of them per
+    """(whether a ball tree over ``points`` would evaluate more than ``threshold`` of them per
     query, distances the measurement evaluated): half the points indexed, up to ``probe`` of the
     others as queries."""
     if len(points) < 64:
@@ -56,31 +45,33 @@ def pruning_test(points: np.ndarray, seed: int = 0, probe: int = 256, threshold:
     perm = rng.permutation(len(points))
     half = len(points) // 2
     indexed, queries = points[perm[:half]], points[perm[half:half + probe]]
-    index = build_ball_index(indexed, seed=seed, lloyd_steps=BALL_LLOYD_STEPS)
-    n_eval = ball_nearest(np.ascontiguousarray(queries, dtype=np.float64), *index, np.full(len(queries), np.inf),
+    index = NearestIndex(indexed)
+    n_eval = index.search(np.ascontiguousarray(queries, dtype=np.float64), np.full(len(queries), np.inf),
                           np.zeros(len(queries), dtype=np.int32))
-    return n_eval > threshold * len(queries) * half, int(n_eval) + ball_index_distances(half)
+    return n_eval > threshold * len(queries) * half, int(n_eval) + index.n_build
 
 
 class NearestIndex:
     """Exact-nearest search over a set of points, as sent to the workers.
 
-    A ball index (:mod:`daskclust.kernels.ballindex`) where the triangle
+    A ball tree (:mod:`daskclust.kernels.balltree`) where the triangle
     inequality prunes (low intrinsic dimension), otherwise blocks of matrix
     products (:mod:`daskclust.kernels.dense`). Points are numbered from ``offset``.
     ``n_build`` is the number of distances building it took (on the driver).
     """
 
-    def __init__(self, points: np.ndarray, offset: int = 0, *, dense: bool = False, seed: int = 0):
+    def __init__(self, points: np.ndarray, offset: int = 0, *, dense: bool = False):
         self.offset = offset
         self.dense = dense
+        points = np.ascontiguousarray(points, dtype=np.float64)
         if dense:
-            self.points = np.ascontiguousarray(points, dtype=np.float64)
+            self.points = points
             self.n_build = 0
         else:
-            self.index = build_ball_index(points, offset + np.arange(len(points)), seed=seed + offset,
-                                          lloyd_steps=BALL_LLOYD_STEPS)
-            self.n_build = ball_index_distances(len(points))
+            order, *self.tree, n_build = build_ball_tree(points)
+            self.points = np.ascontiguousarray(points[order])
+            self.ids = offset + order
+            self.n_build = int(n_build)
 
     @classmethod
     def probed(cls, points: np.ndarray) -> NearestIndex:
@@ -98,7 +89,7 @@ class NearestIndex:
         """Lower ``mind2`` / ``label`` (IN/OUT) of each row of X; returns distances evaluated."""
         if self.dense:
             return dense_nearest(X, self.points, self.offset, mind2, label)
-        return ball_nearest(X, *self.index, mind2, label)
+        return tree_nearest(X, *self.tree, self.points, self.ids, mind2, label)
 
 
 def chunk_weights(chunk: Chunk) -> np.ndarray:
@@ -214,10 +205,12 @@ class FirstPassOp:
     (row count when unweighted) of each chunk, the largest |x| of the data (checked against
     underflow on the driver), the data's weighted mean and variance per feature (``moments``:
     weight, mean, sum of squared deviations, merged by Chan et al.'s pairwise formula) and a
-    probe of rows drawn with ``draw``."""
+    probe of rows drawn with ``draw``. With ``sample_rate`` < 1 each chunk also keeps the uniform
+    sample of rows the k-means|| rounds will see (:func:`start_sample`), so that they read no rows."""
 
     n_chunks: int
     draw: DrawOp
+    sample_rate: float = 1.0
 
     def new_acc(self):
         D = self.draw.n_features
@@ -229,6 +222,7 @@ class FirstPassOp:
         acc["max_abs"][0] = max(acc["max_abs"][0], max_abs(chunk.X))
         acc["moments"] = merge_moments(acc["moments"], chunk_moments(chunk))
         self.draw.run(chunk, acc["probe"])
+        start_sample(chunk, self.sample_rate, self.draw.seed)
 
     def merge(self, a, b):
         a["W"] += b["W"]
@@ -321,9 +315,11 @@ def keep_drawn(rows: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarra
 class NearestUpdateOp:
     """Lower ``mind2`` / ``label`` with the candidates of ``index`` (a :class:`NearestIndex`).
 
-    ``reset=True`` starts from +inf (first candidates) and, with ``rate`` < 1,
-    restricts this and the following k-means|| passes to a uniform sample of
-    the rows (weights scaled by 1 / rate, see :func:`start_sample`). Returns
+    ``reset=True`` starts from +inf (first candidates). With ``rate`` < 1 this and
+    the following k-means|| passes see only the uniform sample of the rows that
+    the first pass kept (``FirstPassOp(sample_rate=rate)``, weights scaled by
+    1 / rate) and read no rows; with ``rate=1`` every row (a sample left by an
+    earlier seeding is dropped on reset). Returns
     phi = sum w mind2, the weight of the rows nearest to each of the
     ``n_total`` candidates so far (``mass``, for the k-means|| reduction;
     ``n_total=0`` skips it) and the number of distances evaluated.
@@ -347,7 +343,7 @@ class NearestUpdateOp:
 
     @property
     def reads_rows(self) -> bool:
-        return self.reset or self.rate >= 1.0
+        return self.rate >= 1.0
 
     def new_acc(self):
         acc = {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
@@ -356,8 +352,11 @@ class NearestUpdateOp:
         return acc
 
     def run(self, chunk: Chunk, acc) -> None:
-        if self.reset or "mind2" not in chunk.state:
-            start_sample(chunk, self.rate, self.seed)
+        if self.reset or STATE_MIND2 not in chunk.state:
+            if self.rate >= 1.0:
+                start_sample(chunk, 1.0, self.seed)
+            elif STATE_SAMPLE_ROWS not in chunk.state:
+                raise RuntimeError("a sampled k-means|| pass needs the sample the first pass keeps")
             n = len(sample_view(chunk)[0])
             chunk.state[STATE_MIND2] = np.full(n, np.inf)
             chunk.state[STATE_LABEL] = np.zeros(n, dtype=np.int32)
@@ -461,7 +460,7 @@ class NearestCostOp:
 
 
 def exact_inertia(engine, centres: np.ndarray) -> tuple[float, int]:
-    """The data's exact k-means cost at ``centres`` and the distances it took (one pass; the ball index
+    """The data's exact k-means cost at ``centres`` and the distances it took (one pass; the ball tree
     prunes distances)."""
     acc = engine.map_reduce(NearestCostOp(NearestIndex.probed(centres)))
     return float(acc["qe"][0]), int(acc["n_dist"][0])

@@ -8,7 +8,7 @@ TRIALS_FACTOR times its 2 + log C trials per step, the one lowering sum w d^2
 most kept) followed by weighted Lloyd iterations on the candidates; the run of
 lowest weighted cost is kept. Every distance evaluated is counted. Where the
 triangle inequality prunes (low intrinsic dimension) the greedy steps go through
-a ball tree and Lloyd's searches through ball partitions; elsewhere through
+a ball tree, and so do Lloyd's searches; elsewhere through
 matrix products.
 
 What each part buys (Lloyd to convergence from the seeds, QE / scikit-learn's
@@ -111,7 +111,7 @@ def _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iteratio
     for run in range(restarts or n_restarts(n_clusters)):
         key = stream_key(seed, STREAM_REDUCTION, run)
         chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense)
-        centres, labels, d2, m = weighted_lloyd(P, w, P[chosen], dense, seed, lloyd_iterations)
+        centres, labels, d2, m = weighted_lloyd(P, w, P[chosen], dense, lloyd_iterations)
         n_dist += n + m
         cost = float(w @ d2)
         if best is None or cost < best[0]:
@@ -124,7 +124,7 @@ def _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iteratio
         centre_of[np.flatnonzero(keep)] = labels
         rest = np.flatnonzero(~keep)
         nearest = np.zeros(len(rest), dtype=np.int32)
-        index = NearestIndex(centres, dense=dense, seed=seed)
+        index = NearestIndex(centres, dense=dense)
         n_dist += index.n_build + index.search(np.ascontiguousarray(cands[rest], dtype=np.float64),
                                                np.full(len(rest), np.inf), nearest)
         centre_of[rest] = nearest
@@ -212,13 +212,13 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
     return chosen, n_dist
 
 
-def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: bool, seed: int,
+def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: bool,
                    max_iter: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Lloyd's iterations on weighted points from ``centres``; returns (centres, labels, d2, distances),
     labels and d2 those of the returned centres (each point's nearest centre).
 
     After the first search each point's search starts from its distance to its last centre's new
-    position: the ball index then skips every group farther than that.
+    position: the ball tree then skips every node farther than that.
     """
     centres = np.array(centres, dtype=np.float64)
     labels = np.full(len(P), -1, dtype=np.int32)
@@ -231,7 +231,7 @@ def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: boo
             d2 = np.einsum("md,md->m", P - centres[labels], P - centres[labels])
             new = labels.copy()
             n_dist += len(P)
-        index = NearestIndex(centres, dense=dense, seed=seed)
+        index = NearestIndex(centres, dense=dense)
         n_dist += index.n_build + index.search(P, d2, new)
         if np.array_equal(new, labels) or it == max_iter:
             return centres, new, d2, n_dist

@@ -31,7 +31,7 @@ def sorted_rows(A):
 
 
 def high_dimensional(seed, n=400, dim=24, groups=9):
-    """Blobs in many dimensions, where no ball index prunes: the greedy steps run on matrix products,
+    """Blobs in many dimensions, where no ball tree prunes: the greedy steps run on matrix products,
     in the rows' own order."""
     X, _ = blobs(n, dim, groups, seed=seed, spread=3.0)
     assert pruning_test(X, seed)[0]

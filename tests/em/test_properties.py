@@ -83,14 +83,15 @@ def test_kmeans_parallel_draws_inside_the_update_pass_equal_a_separate_pass(clie
     tree merges) are exactly those of a separate BernoulliOp pass over the same state."""
     from daskclust.data import as_chunked_data
     from daskclust.engine.engine import Engine
-    from daskclust.seeding.passes import BernoulliOp, NearestIndex, NearestUpdateOp, keep_drawn
+    from daskclust.seeding.passes import BernoulliOp, DrawOp, FirstPassOp, NearestIndex, NearestUpdateOp, keep_drawn
 
     X, _ = blobs(6000, 5, 30, seed=31)
     w = np.random.default_rng(3).uniform(0.2, 2.0, len(X))
     data = as_chunked_data(X, sample_weight=w, chunk_rows=500)
     ell = 60.0
     with Engine(data, client) as engine:
-        first = NearestIndex(X[:3], dense=dense, seed=4)
+        engine.map_reduce(FirstPassOp(data.n_chunks, DrawOp(4, 0, 1, 5), rate))  # keeps the rounds' sample
+        first = NearestIndex(X[:3], dense=dense)
         out = engine.map_reduce(NearestUpdateOp(first, 3, reset=True, rate=rate, seed=4, oversample=ell, step=1,
                                                 n_features=5))
         phi = out["phi"][0]
@@ -99,3 +100,26 @@ def test_kmeans_parallel_draws_inside_the_update_pass_equal_a_separate_pass(clie
     assert 20 < len(separate["row"]) < 150
     np.testing.assert_array_equal(fused["row"], separate["row"])
     np.testing.assert_array_equal(fused["X"], separate["X"])
+
+
+def test_kmeans_parallel_reads_data_beyond_its_budget_twice(client, tmp_path, monkeypatch):
+    """Beyond the rounds' budget the first pass keeps a uniform sample for the k-means|| rounds, so a
+    streamed store is read twice in all (that pass and the assignment), whatever the intrinsic
+    dimension; within it the rounds read every row. Both seedings cover the BIRCH grid alike."""
+    from daskclust.data import as_chunked_data
+    from daskclust.engine.engine import Engine
+    from daskclust.seeding import methods, seed
+
+    X, true = birch(36, points=100, seed=13)
+    zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(400, 2))
+    data = as_chunked_data(str(tmp_path / "x.zarr"), chunk_rows=400)
+    reads = {}
+    for budget in (methods.DENSE_BUDGET, 1):
+        monkeypatch.setattr(methods, "DENSE_BUDGET", budget)
+        with Engine(data, client, persist=False) as engine:
+            result = seed(engine, "k-means||", 36, seed=3)
+            reads["sample" if budget == 1 else "every row"] = engine.bytes_read() / X.nbytes
+        nearest_seed = np.sqrt(((true[:, None, :] - result.centres[None]) ** 2).sum(-1)).min(1)
+        assert (nearest_seed < 2.0).sum() >= 34 and result.sigma2 < 1.5  # the grid's clusters have unit variance
+    assert methods.round_sample_rate("k-means||", 36, 2, len(X), 2.0, 5) == 32 * 36 / len(X)
+    assert reads == {"every row": 8, "sample": 2}  # first pass, 1 + 5 rounds, the seeds' labels

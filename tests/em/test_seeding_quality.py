@@ -6,11 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daskclust.kernels import ballindex
 from daskclust.kernels.balltree import build_ball_tree, greedy_kmeanspp_tree
 from daskclust.kernels.rng import stream_key
 from daskclust.kernels.seeding import weighted_means
-from daskclust.seeding.passes import ball_index_distances, pruning_test
+from daskclust.seeding.passes import pruning_test
 from daskclust.seeding.reduction import greedy_kmeanspp, n_restarts, reduce_candidates, weighted_lloyd
 
 from reference import reference_greedy
@@ -100,7 +99,7 @@ def test_weighted_means_and_lloyd_match_numpy():
             lab = sq_distances(P, ref).argmin(1)
             ref = np.array([np.average(P[lab == c], axis=0, weights=w[lab == c]) if (lab == c).any() else ref[c]
                             for c in range(7)])
-        got, lab, d2, n_dist = weighted_lloyd(P, w, start, dense, 0, 50)
+        got, lab, d2, n_dist = weighted_lloyd(P, w, start, dense, 50)
         np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
         np.testing.assert_array_equal(lab, sq_distances(P, got).argmin(1))
         np.testing.assert_allclose(d2, sq_distances(P, got).min(1), rtol=1e-9, atol=1e-9)
@@ -133,28 +132,14 @@ def test_reduction_covers_separated_weighted_groups_in_many_dimensions():
     assert all(len(set(red.centre_of[labels == g].tolist())) == 1 for g in range(40))
 
 
-def test_ball_index_distance_count_matches_the_builder(monkeypatch):
-    calls = []
-    original = ballindex._assign_groups
-
-    def counting(points, centres, labels):
-        calls.append(len(points) * len(centres))
-        return original(points, centres, labels)
-
-    monkeypatch.setattr(ballindex, "_assign_groups", counting)
-    for M in (1, 5, 64, 1000):
-        calls.clear()
-        ballindex.build_ball_index(np.random.default_rng(M).standard_normal((M, 3)), seed=0)
-        assert ball_index_distances(M) == sum(calls) + M  # + each point's distance to its group centre
-
-
 def test_pruning_test_counts_what_it_evaluates():
-    """The probe's count: building the index over half the points (counted independently by
-    ``ball_index_distances``) plus the queries' evaluations, which ``ball_nearest`` reports."""
+    """The probe's count: building the tree over half the points (one distance per point and node
+    holding it) plus the queries' evaluations, which ``tree_nearest`` reports."""
     rng = np.random.default_rng(7)
     points = rng.standard_normal((500, 64))
     fails, n_dist = pruning_test(points, seed=2)
     half = 250
-    assert fails and n_dist > ball_index_distances(half)
-    n_groups = int(np.sqrt(half))  # each query: the group centres, then at most every member
-    assert n_dist - ball_index_distances(half) <= 250 * (n_groups + half)
+    order, lo, hi, *_, n_build = build_ball_tree(points[:half])
+    assert n_build == (hi - lo).sum()
+    assert fails and n_dist > n_build
+    assert n_dist - n_build <= 250 * (2 * len(lo) + half)  # each query: at most every node and point

@@ -121,4 +121,4 @@ def test_truncated_search_evaluates_far_fewer_distances(client):
     # iteration 0 also pays the seeds' exact neighbours, C (C - 1) centre distances
     assert len(speedups) >= 2 and speedups[0] < min(speedups[1:])
     assert min(speedups[1:]) > 400 / 12  # G + explore = 11 candidates (fewer where neighbourhoods overlap)
-    assert last > 1  # the last row also counts the exact-inertia pass, which the ball index prunes
+    assert last > 1  # the last row also counts the exact-inertia pass, which the ball tree prunes

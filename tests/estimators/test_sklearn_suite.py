@@ -66,10 +66,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "test_gaussian_mixture.py::test_regularisation": "with reg_covar=0, a diagonal or spherical component "
     "collapsed onto repeated rows gets the variance floor (float64 rounding at the means' scale) where scikit-learn "
     "raises; the full and tied families raise scikit-learn's error",
-    "test_gaussian_mixture.py::test_gaussian_mixture_precisions_init_diag": "builds precisions_init from the labels "
-    "of scikit-learn's KMeans(random_state=0) and expects the mixture's own k-means start to number its components "
-    "the same way; daskclust's default seeding, k-means||, numbers them in spatial order, so the given precisions "
-    "go to other components and the fit takes one more iteration (it passed with the k-means++ seeding)",
 }
 """``file::test`` (every parametrization) or ``file::test[pattern]`` (fnmatch: ``*`` for any
 parameters) -> why it fails."""

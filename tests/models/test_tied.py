@@ -25,12 +25,6 @@ from daskclust.models.tied import TiedParams
 from reference import assert_same_mixture, gaussian_log_joint, mixture_data
 
 SEARCHES = ("full", "exhaustive", "estimated", "sampled")
-EXPECTED_FAILED_CHECKS = {
-    "check_sample_weight_equivalence_on_dense_data": (
-        "random draws (seeding, search) are keyed by row and chunk, so repeated rows draw otherwise than "
-        "weighted ones: the fits agree in distribution, not one by one (as for the other covariance types)"
-    ),
-}
 TIED = FAMILIES["tied"]
 
 
@@ -294,7 +288,7 @@ def test_stored_covariance_that_is_not_a_covariance_is_refused():
 
 
 @parametrize_with_checks([daskclust.GaussianMixture(n_components=3, covariance_type="tied", random_state=0)],
-                         expected_failed_checks=lambda estimator: EXPECTED_FAILED_CHECKS, xfail_strict=True)
+                         xfail_strict=True)
 def test_sklearn_compatible(client, estimator, check):
     with client.as_current():
         check(estimator)
