@@ -273,3 +273,69 @@ def tree_nearest(X, lo, hi, left, centre, radius, pts, ids, mind2, label):
             mind2[i] = best
             label[i] = ids[arg]
     return n_eval
+
+
+@njit(nogil=True, cache=True)
+def tree_neighbours(lo, hi, left, centre, radius, pts, ids, k, rows_start, rows_stop, out_idx, out_dist):
+    """The ``k`` nearest points of each point ``ids[i]`` for tree positions i in [rows_start, rows_stop) of
+    a ball tree over a point set (itself first, then the others by distance, ties to the smaller id):
+    rows ``ids[i]`` of out_idx (int32) and out_dist (Euclidean distances) are written. Returns the
+    distances evaluated (node centres included).
+
+    The same descent as :func:`tree_nearest`, bounded by the k-th distance found so far.
+    """
+    n_nodes = lo.shape[0]
+    stack = np.empty(n_nodes + 2, dtype=np.int64)
+    stack_d2 = np.empty(n_nodes + 2)
+    top_d = np.empty(max(k, 1))
+    top_c = np.empty(max(k, 1), dtype=np.int64)
+    n_eval = 0
+    for i in range(rows_start, rows_stop):
+        x = pts[i]
+        me = ids[i]
+        top_d[0] = 0.0
+        top_c[0] = me
+        size = 1
+        stack[0] = 0
+        stack_d2[0] = sqdist(x, centre[0])
+        n_eval += 1
+        top = 1
+        while top > 0 and k > 1:
+            top -= 1
+            node = stack[top]
+            if size == k:
+                reach = radius[node] + np.sqrt(top_d[k - 1])
+                if stack_d2[top] > reach * reach:  # strictly farther: a tie may still win on its id
+                    continue
+            child = left[node]
+            if child >= 0:
+                d_left = sqdist(x, centre[child])
+                d_right = sqdist(x, centre[child + 1])
+                n_eval += 2
+                near, far = (child, child + 1) if d_left <= d_right else (child + 1, child)
+                stack[top], stack_d2[top] = far, max(d_left, d_right)
+                stack[top + 1], stack_d2[top + 1] = near, min(d_left, d_right)
+                top += 2
+                continue
+            for p in range(lo[node], hi[node]):
+                c = ids[p]
+                if c == me:
+                    continue
+                d = sqdist(x, pts[p])
+                n_eval += 1
+                if size == k and (d > top_d[k - 1] or (d == top_d[k - 1] and c > top_c[k - 1])):
+                    continue
+                pos = size if size < k else k - 1
+                while pos > 1 and (top_d[pos - 1] > d or (top_d[pos - 1] == d and top_c[pos - 1] > c)):
+                    if pos < k:
+                        top_d[pos] = top_d[pos - 1]
+                        top_c[pos] = top_c[pos - 1]
+                    pos -= 1
+                top_d[pos] = d
+                top_c[pos] = c
+                if size < k:
+                    size += 1
+        for t in range(k):
+            out_idx[me, t] = top_c[t]
+            out_dist[me, t] = np.sqrt(top_d[t])
+    return n_eval

@@ -4,7 +4,7 @@ Registry (``search=``; unknown names list the valid ones):
 
 ``"full"``        every cluster (exact; with C' < C, k-means-C' of Lücke & Forster 2019)
 ``"exhaustive"``  Forster & Lücke 2018 Alg. 1: G_c = c and its G - 1 nearest centres, recomputed from
-                  the centres every iteration (O(C^2 D) on the driver)
+                  the centres every iteration (on the driver, through a ball tree from C = 1024)
 ``"estimated"``   Forster & Lücke 2018 Alg. 2: G_c estimated from the distances the E-step computes
                   anyway (Eq. 8)
 ``"sampled"``     D-GMM, Exarchakis et al. 2022 Alg. 1: R candidates drawn from the similarity row of

@@ -9,18 +9,27 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
+from ..kernels.balltree import build_ball_tree, tree_neighbours
 from ..kernels.estep import insert_sorted
 from ..kernels.search import centre_neighbours
 from .pairs import PairStats
 
 ROWS_PER_TASK = 256
 
+TREE_MIN_CENTRES = 1024
+"""From this many centres the neighbours are searched through a ball tree where it prunes."""
+TREE_PRUNES = 0.25
+"""The tree is kept when the first ROWS_PER_TASK centres' searches evaluate at most this share of C
+distances each (node centres included); otherwise (many dimensions) every pair is evaluated."""
+
 
 def exact_neighbours(centres: np.ndarray, n_neighbors: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """The ``n_neighbors`` nearest centres of every centre (itself first), their distances, and
-    the number of centre-to-centre distances evaluated, C (C - 1).
+    """The ``n_neighbors`` nearest centres of every centre (itself first, then by distance, ties to the
+    smaller index), their distances, and the number of distances evaluated.
 
-    O(C^2 D), on a thread pool (the kernel releases the GIL).
+    Every pair, C (C - 1) distances, O(C^2 D); from TREE_MIN_CENTRES centres, where a ball tree
+    prunes (:func:`~daskclust.kernels.balltree.tree_neighbours`, about O(C log C D)), through it. On a
+    thread pool either way (the kernels release the GIL).
     """
     C = len(centres)
     k = min(n_neighbors, C)
@@ -29,9 +38,21 @@ def exact_neighbours(centres: np.ndarray, n_neighbors: int) -> tuple[np.ndarray,
     centres = np.ascontiguousarray(centres, dtype=np.float64)
     starts = range(0, C, ROWS_PER_TASK)
     with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+        if C >= TREE_MIN_CENTRES:
+            order, *tree, n_build = build_ball_tree(centres)
+            pts = np.ascontiguousarray(centres[order])
+
+            def search(s):
+                return tree_neighbours(*tree, pts, order, k, s, min(s + ROWS_PER_TASK, C), idx, dist)
+
+            first = search(0)
+            if first <= TREE_PRUNES * ROWS_PER_TASK * C:
+                return idx, dist, int(n_build) + first + sum(pool.map(search, starts[1:]))
+            n_tried = int(n_build) + first
+        else:
+            n_tried = 0
         counts = pool.map(lambda s: centre_neighbours(centres, k, s, min(s + ROWS_PER_TASK, C), idx, dist), starts)
-        n_evaluated = sum(counts)
-    return idx, dist, n_evaluated
+        return idx, dist, n_tried + sum(counts)
 
 
 @njit(cache=True)

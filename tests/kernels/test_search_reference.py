@@ -23,7 +23,13 @@ from daskclust.kernels.rng import randint, stream_key, uniform
 from daskclust.kernels.search import NEIGHBOURHOOD, PAIR_BLOCK, SAMPLED, centre_neighbours, estep_truncated
 from daskclust.models import MeanParams
 from daskclust.search import SearchConfig
-from daskclust.search.neighbours import ROWS_PER_TASK, estimated_neighbours, exact_neighbours
+from daskclust.search.neighbours import (
+    ROWS_PER_TASK,
+    TREE_MIN_CENTRES,
+    TREE_PRUNES,
+    estimated_neighbours,
+    exact_neighbours,
+)
 from daskclust.search.pairs import PairStats
 from daskclust.search.payloads import NeighbourhoodAcc
 from daskclust.search.strategies import EstimatedSearch, ExhaustiveSearch, FullSearch, SampledSearch
@@ -468,22 +474,37 @@ def test_sampled_search_update_matches_reference():
 # ---------------------------------------------------------------- 7. exact neighbours, driver counts
 
 
-@pytest.mark.parametrize("C, n_neighbors, grid", [(300, 5, False), (40, 6, True), (6, 10, False)])
+@pytest.mark.parametrize("C, n_neighbors, grid", [(300, 5, False), (40, 6, True), (6, 10, False), (1500, 6, True),
+                                                   (1100, 7, False)])
 def test_exact_neighbours_match_brute_force(C, n_neighbors, grid):
+    """Every pair below TREE_MIN_CENTRES, a ball tree from there where it prunes: the same table, ties
+    (integer grids, duplicates) to the smaller index."""
     rng = np.random.default_rng(C)
-    centres = rng.integers(0, 5, (C, 2)).astype(float) if grid else rng.standard_normal((C, 3))
+    centres = rng.integers(0, 5 if C < 100 else 40, (C, 2)).astype(float) if grid else rng.standard_normal((C, 3))
     if not grid:
         centres[3] = centres[1]  # a duplicate: itself still first
     idx, dist, count = exact_neighbours(centres, n_neighbors)
     ref_idx, ref_dist = exact_centre_neighbours(centres, n_neighbors)
-    assert count == C * (C - 1)
+    if C < TREE_MIN_CENTRES:
+        assert count == C * (C - 1)
+    else:
+        assert 0 < count < C * (C - 1) * TREE_PRUNES
     np.testing.assert_array_equal(idx, ref_idx)
     np.testing.assert_allclose(dist, ref_dist, rtol=1e-12, atol=1e-15)
     if C > ROWS_PER_TASK:  # rows split between tasks
         out_idx, out_dist = np.zeros((C, 5), dtype=np.int32), np.zeros((C, 5))
         assert centre_neighbours(centres, 5, 10, 20, out_idx, out_dist) == 10 * (C - 1)
-        np.testing.assert_array_equal(out_idx[10:20], ref_idx[10:20])
+        np.testing.assert_array_equal(out_idx[10:20], ref_idx[10:20, :5])
         assert (out_idx[:10] == 0).all() and (out_idx[20:] == 0).all()
+
+
+def test_exact_neighbours_fall_back_to_every_pair_where_the_tree_does_not_prune():
+    """In 64 dimensions the tree's first block evaluates nearly every pair: counted, then every pair."""
+    C = TREE_MIN_CENTRES
+    centres = np.random.default_rng(5).standard_normal((C, 64))
+    idx, dist, count = exact_neighbours(centres, 4)
+    np.testing.assert_array_equal(idx, exact_centre_neighbours(centres, 4)[0])
+    assert C * (C - 1) < count < C * (C - 1) + 2 * ROWS_PER_TASK * C
 
 
 def test_strategies_count_their_driver_distances():
