@@ -20,7 +20,7 @@ from .passes import (
     NearestUpdateOp,
     ProposalDrawOp,
     ProposalMassOp,
-    keep_drawn,
+    drawn_rows,
     pruning_test,
 )
 from .reduction import greedy_kmeanspp, kmeanspp_trials, reduce_candidates
@@ -170,7 +170,7 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, sample_r
             break
         drawn = out.pop("draw", None)
         if drawn is not None:
-            new = keep_drawn(drawn, ell / phi)["X"]
+            new = drawn_rows(drawn, ell / phi)["X"]
         else:  # the previous round drew nothing: draw again from the same distances
             new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D, sample_rate))["X"]
         if len(new) == 0:

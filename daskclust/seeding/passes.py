@@ -8,6 +8,7 @@ truncated E-steps start.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -311,6 +312,12 @@ def keep_drawn(rows: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarra
     return {name: value[keep] for name, value in rows.items()}
 
 
+def drawn_rows(parts: list[dict[str, np.ndarray]], scale: float) -> dict[str, np.ndarray]:
+    """The rows of the parts of a ``NearestUpdateOp`` draw that pass with the final ``scale``, sorted
+    by global row id (independent of the chunks' and workers' order)."""
+    return functools.reduce(merge_rows, [keep_drawn(part, scale) for part in parts])
+
+
 @dataclass
 class NearestUpdateOp:
     """Lower ``mind2`` / ``label`` with the candidates of ``index`` (a :class:`NearestIndex`).
@@ -328,8 +335,9 @@ class NearestUpdateOp:
     ``step``, in ``draw``: the rows ``BernoulliOp(seed, step, l / phi)`` would
     keep, phi being the sum this very pass computes. Each accumulator keeps
     the rows that pass the test with l over its own partial phi (at least the
-    final rows, about l in number); the root's are filtered with the final phi by
-    ``keep_drawn``. One pass per round instead of two, with the same draws.
+    final rows, about l in number), as a list of its chunks' parts filtered
+    again as phi grows and sorted only once, by :func:`drawn_rows` with the final
+    phi on the driver. One pass per round instead of two, with the same draws.
     """
 
     index: NearestIndex
@@ -348,7 +356,7 @@ class NearestUpdateOp:
     def new_acc(self):
         acc = {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
         if self.oversample:
-            acc["draw"] = empty_draws(self.n_features)
+            acc["draw"] = [empty_draws(self.n_features)]
         return acc
 
     def run(self, chunk: Chunk, acc) -> None:
@@ -367,24 +375,22 @@ class NearestUpdateOp:
         if self.n_total:
             acc["mass"] += np.bincount(label, weights=w if w.shape[0] else None, minlength=self.n_total)
         if self.oversample and acc["phi"][0] > 0:
-            drawn = oversampled_rows(chunk, self.seed, self.step, self._partial_scale(acc["phi"][0]))
-            acc["draw"] = self._merge_draws(acc["draw"], drawn, acc["phi"][0])
+            scale = self._partial_scale(acc["phi"][0])
+            acc["draw"] = [keep_drawn(part, scale) for part in acc["draw"]]
+            acc["draw"].append(oversampled_rows(chunk, self.seed, self.step, scale))
 
     def merge(self, a, b):
-        draws = (a.pop("draw"), b.pop("draw")) if self.oversample else None
+        draws = a.pop("draw") + b.pop("draw") if self.oversample else None
         a = add_arrays(a, b)
         if draws is not None:
-            a["draw"] = self._merge_draws(*draws, a["phi"][0])
+            a["draw"] = [keep_drawn(part, self._partial_scale(a["phi"][0])) for part in draws] \
+                if a["phi"][0] > 0 else draws
         return a
 
     def _partial_scale(self, phi: float) -> float:
         """l / phi for a partial sum phi, with the margin that keeps every finally drawn row."""
         return DRAW_MARGIN * self.oversample / phi
 
-    def _merge_draws(self, a: dict, b: dict, phi: float) -> dict:
-        """Both accumulators' drawn rows, without those that cannot pass once phi is complete."""
-        merged = merge_rows(a, b)
-        return keep_drawn(merged, self._partial_scale(phi)) if phi > 0 else merged
 
 
 @dataclass

@@ -83,7 +83,7 @@ def test_kmeans_parallel_draws_inside_the_update_pass_equal_a_separate_pass(clie
     tree merges) are exactly those of a separate BernoulliOp pass over the same state."""
     from daskclust.data import as_chunked_data
     from daskclust.engine.engine import Engine
-    from daskclust.seeding.passes import BernoulliOp, DrawOp, FirstPassOp, NearestIndex, NearestUpdateOp, keep_drawn
+    from daskclust.seeding.passes import BernoulliOp, DrawOp, FirstPassOp, NearestIndex, NearestUpdateOp, drawn_rows
 
     X, _ = blobs(6000, 5, 30, seed=31)
     w = np.random.default_rng(3).uniform(0.2, 2.0, len(X))
@@ -95,7 +95,7 @@ def test_kmeans_parallel_draws_inside_the_update_pass_equal_a_separate_pass(clie
         out = engine.map_reduce(NearestUpdateOp(first, 3, reset=True, rate=rate, seed=4, oversample=ell, step=1,
                                                 n_features=5))
         phi = out["phi"][0]
-        fused = keep_drawn(out["draw"], ell / phi)
+        fused = drawn_rows(out["draw"], ell / phi)
         separate = engine.map_reduce(BernoulliOp(4, 1, ell / phi, 5, rate))
     assert 20 < len(separate["row"]) < 150
     np.testing.assert_array_equal(fused["row"], separate["row"])
