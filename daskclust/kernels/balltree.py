@@ -224,6 +224,18 @@ def _first_unchosen(chosen, k, M):
     return 0
 
 
+@njit(nogil=True)
+def _push_children(x, child, centre, stack, stack_d2, top):
+    """Push the children ``child`` and ``child + 1`` of a node with their squared distances to ``x``,
+    the nearer last (popped first); returns the new top of the stack."""
+    d_left = sqdist(x, centre[child])
+    d_right = sqdist(x, centre[child + 1])
+    near, far = (child, child + 1) if d_left <= d_right else (child + 1, child)
+    stack[top], stack_d2[top] = far, max(d_left, d_right)
+    stack[top + 1], stack_d2[top + 1] = near, min(d_left, d_right)
+    return top + 2
+
+
 @njit(nogil=True, cache=True)
 def tree_nearest(X, lo, hi, left, centre, radius, pts, ids, mind2, label):
     """Lower ``mind2`` / ``label`` (IN/OUT) of each row of X with the nearest point of a ball tree
@@ -252,15 +264,9 @@ def tree_nearest(X, lo, hi, left, centre, radius, pts, ids, mind2, label):
             reach = radius[node] + sb
             if stack_d2[top] >= reach * reach:
                 continue
-            child = left[node]
-            if child >= 0:
-                d_left = sqdist(x, centre[child])
-                d_right = sqdist(x, centre[child + 1])
+            if left[node] >= 0:
+                top = _push_children(x, left[node], centre, stack, stack_d2, top)
                 n_eval += 2
-                near, far = (child, child + 1) if d_left <= d_right else (child + 1, child)
-                stack[top], stack_d2[top] = far, max(d_left, d_right)
-                stack[top + 1], stack_d2[top + 1] = near, min(d_left, d_right)
-                top += 2
                 continue
             for p in range(lo[node], hi[node]):
                 d = sqdist(x, pts[p])
@@ -307,15 +313,9 @@ def tree_neighbours(lo, hi, left, centre, radius, pts, ids, k, rows_start, rows_
                 reach = radius[node] + np.sqrt(top_d[k - 1])
                 if stack_d2[top] > reach * reach:  # strictly farther: a tie may still win on its id
                     continue
-            child = left[node]
-            if child >= 0:
-                d_left = sqdist(x, centre[child])
-                d_right = sqdist(x, centre[child + 1])
+            if left[node] >= 0:
+                top = _push_children(x, left[node], centre, stack, stack_d2, top)
                 n_eval += 2
-                near, far = (child, child + 1) if d_left <= d_right else (child + 1, child)
-                stack[top], stack_d2[top] = far, max(d_left, d_right)
-                stack[top + 1], stack_d2[top + 1] = near, min(d_left, d_right)
-                top += 2
                 continue
             for p in range(lo[node], hi[node]):
                 c = ids[p]
