@@ -8,7 +8,6 @@ truncated E-steps start.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,9 +155,9 @@ def rows_of(chunk: Chunk, local: np.ndarray, keys: np.ndarray | None = None) -> 
     }
 
 
-def merge_rows(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Concatenate sampled rows and sort by global row id: independent of the merge tree."""
-    merged = {name: np.concatenate([a[name], b[name]]) for name in a}
+def merge_rows(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Concatenate sets of sampled rows and sort by global row id: independent of the merge tree."""
+    merged = {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
     order = np.argsort(merged["row"], kind="stable")
     return {name: value[order] for name, value in merged.items()}
 
@@ -315,7 +314,7 @@ def keep_drawn(rows: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarra
 def drawn_rows(parts: list[dict[str, np.ndarray]], scale: float) -> dict[str, np.ndarray]:
     """The rows of the parts of a ``NearestUpdateOp`` draw that pass with the final ``scale``, sorted
     by global row id (independent of the chunks' and workers' order)."""
-    return functools.reduce(merge_rows, [keep_drawn(part, scale) for part in parts])
+    return merge_rows(*(keep_drawn(part, scale) for part in parts))
 
 
 @dataclass
