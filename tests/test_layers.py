@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "daskclust"
 
 LAYERS = (
-    ("errors", "names", "display", "versions"),
+    ("errors", "names", "display", "versions", "blas"),
     ("kernels", "io"),
     ("data", "models", "persistence"),
     ("engine", "report", "datasets"),

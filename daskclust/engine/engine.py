@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from distributed import Client, wait
 
+from ..blas import one_blas_thread
 from ..data import ChunkedData
 from ..errors import ClusterError, DaskclustError
 from . import cluster
@@ -133,8 +134,12 @@ class Engine:
 
     # ---------------------------------------------------------------- set-up
     def __enter__(self) -> Engine:
-        self._current = self.client.as_current()  # Dask helpers and actor handles use this client
-        self._current.__enter__()
+        """Start the shards with ``client`` current (Dask helpers and actor handles use it) and the
+        driver's BLAS on one thread while the engine is open (:mod:`daskclust.blas`: its spinning
+        threads would take cores from the workers of a local cluster)."""
+        self._context = contextlib.ExitStack()
+        self._context.enter_context(self.client.as_current())
+        self._context.enter_context(one_blas_thread())
         try:
             self.start()
         except BaseException:
@@ -143,10 +148,8 @@ class Engine:
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
+        with self._context:
             self.close()
-        finally:
-            self._current.__exit__(None, None, None)
 
     def start(self) -> None:
         data, client = self.data, self.client

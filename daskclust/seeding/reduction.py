@@ -26,16 +26,11 @@ reduction, 0.9874-0.9998 with it).
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
-try:  # installed with scikit-learn; without it BLAS keeps its own number of threads
-    from threadpoolctl import threadpool_limits
-except ImportError:  # pragma: no cover
-    threadpool_limits = None
-
+from ..blas import one_blas_thread
 from ..kernels.balltree import build_ball_tree, greedy_kmeanspp_tree
 from ..kernels.dense import dense_gains, dense_take_min
 from ..kernels.rng import stream_key
@@ -94,15 +89,10 @@ def reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed
     w = np.ascontiguousarray(mass[keep], dtype=np.float64)
     if len(P) < n_clusters:
         return None
+    # thousands of small products (a few dozen trials against all candidates per greedy step): one
+    # thread takes 0.5 ms for 42 x 74 x 2000, two took 15 ms when other processes kept both cores busy
     with one_blas_thread():
         return _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iterations)
-
-
-def one_blas_thread():
-    """Single-threaded BLAS for the reduction's thousands of small matrix products (a few dozen
-    trials against all candidates per greedy step): one thread takes 0.5 ms for 42 x 74 x 2000,
-    and two threads took 15 ms when other processes kept both cores of this VM busy."""
-    return threadpool_limits(1, user_api="blas") if threadpool_limits is not None else nullcontext()
 
 
 def _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iterations) -> Reduction:

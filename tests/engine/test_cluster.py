@@ -116,6 +116,25 @@ def test_worker_listing_and_engine_start_survive_the_scheduler_info_refresh(clie
         fast.close()
 
 
+def blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_the_driver_uses_one_blas_thread_while_the_engine_is_open(client):
+    """Spinning BLAS threads on the driver took a core from the local workers (daskclust.blas):
+    one thread while the engine runs passes, the caller's setting back afterwards."""
+    from threadpoolctl import threadpool_limits
+
+    data = as_chunked_data(small_data(), None, chunk_rows=50, min_samples=4)
+    with threadpool_limits(2, user_api="blas"):
+        assert blas_threads() and set(blas_threads()) == {2}
+        with Engine(data, client):
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {2}
+
+
 def test_a_cluster_without_workers_fails_with_a_cluster_error(monkeypatch):
     monkeypatch.setattr(cluster_mod, "WORKERS_TIMEOUT", 1.0, raising=False)
     with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as cl, \
