@@ -35,6 +35,10 @@ class EStepAcc:
             self.search = self.search.merge(other.search)
         return self
 
+    def compacted(self) -> EStepAcc:
+        """The search's pair statistics pruned (the same result after any further merges)."""
+        return EStepAcc(self.stats, self.search.compacted() if self.search is not None else None)
+
 
 @dataclass
 class EStepOp:
@@ -79,3 +83,7 @@ class EStepOp:
     @staticmethod
     def merge(a: EStepAcc, b: EStepAcc) -> EStepAcc:
         return a.merge(b)
+
+    @staticmethod
+    def compact(acc: EStepAcc) -> EStepAcc:
+        return acc.compacted()

@@ -50,7 +50,9 @@ class ChunkOp(Protocol):
     """A pass over the data: ``new_acc`` / ``run`` per chunk / associative ``merge``.
 
     An operation may set ``reads_rows = False`` when it only uses the chunks'
-    state: a streamed chunk is then not read from its source for this pass.
+    state: a streamed chunk is then not read from its source for this pass. It may define
+    ``compact(acc)``, applied to a shard's merged accumulator before it is sent up the tree: the
+    same statistics in fewer bytes (the merges' result must not change).
     """
 
     def new_acc(self) -> Any:

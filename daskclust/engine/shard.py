@@ -205,14 +205,15 @@ class Shard:
         pass, depth log2(workers). A child whose worker leaves the cluster fails
         the pass within ``cluster.LIVENESS_POLL`` seconds, freeing this worker's actor thread.
         With ``events`` (a pass showing progress) every chunk done is reported to the driver
-        (:mod:`daskclust.engine.events`).
+        (:mod:`daskclust.engine.events`). The merge leaves compacted when the op can (``compact``).
         """
         halves = [others[: len(others) // 2], others[len(others) // 2:]]
         pending = [(half[0][1], half[0][0].run_tree(op, half[1:], events)) for half in halves if half]
         acc = self.run_local(op, events.sender() if events is not None else None)
         for address, future in pending:
             acc = op.merge(acc, _wait_alive(future, address))
-        return acc
+        compact = getattr(op, "compact", None)
+        return compact(acc) if compact is not None else acc
 
     def run_local(self, op: ChunkOp, chunk_done: Callable[[], None] | None = None) -> Any:
         """Fold every chunk of this shard into one accumulator with ``op``, calling ``chunk_done``

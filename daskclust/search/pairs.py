@@ -17,7 +17,10 @@ prunes what it receives (:meth:`PairStats.pruned`), and the result is the same
 whatever the number of chunks and workers and the shape of the tree. A merge
 prunes once it holds more than twice what a pruned set can hold
 (:attr:`PairStats.capacity`), so every message holds at most 2 C x per_row pairs
-(4 C x per_row for unordered pairs), and pruning costs linear time amortised. Forster & Lücke 2018's bound motivates the order: the points closest to c
+(4 C x per_row for unordered pairs), and pruning costs linear time amortised. A worker gathers
+its chunks' pairs in a :class:`PairStack`, which merges sets of similar sizes only (merging each
+chunk's few thousand pairs into one accumulator of up to 2 C x per_row cost O(C) per chunk), and
+prunes what it sends up the tree (:meth:`PairStack.compacted`). Forster & Lücke 2018's bound motivates the order: the points closest to c
 have their mean at the new mu_c, so by Jensen's inequality their mean distance
 to c~ is at least ||mu_c_new - mu_c~||; pairs whose centres are far apart cannot
 enter G_c.
@@ -25,7 +28,7 @@ enter G_c.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -87,3 +90,49 @@ class PairStats:
             return self
         return PairStats(self.keys[keep], self.sums[keep], self.weights[keep], self.rank[keep], self.n_clusters,
                          self.per_row, self.symmetric)
+
+
+@dataclass
+class PairStack:
+    """Pair statistics gathered from many chunks, merged like a merge sort's runs.
+
+    ``parts`` holds :class:`PairStats` of decreasing sizes; a part added merges with the top
+    while the top is at most twice its size, so every pair takes part in O(log) merges and
+    folding n chunks costs O(total log total), not n merges with a growing accumulator. The
+    merged result is the same as any merge tree's (see the module).
+    """
+
+    n_clusters: int
+    per_row: int
+    symmetric: bool
+    parts: list[PairStats] = field(default_factory=list)
+
+    def add(self, part: PairStats) -> PairStack:
+        if not len(part):
+            return self
+        while self.parts and len(self.parts[-1]) <= 2 * len(part):
+            part = self.parts.pop().merge(part)
+        self.parts.append(part)
+        return self
+
+    def merge(self, other: PairStack) -> PairStack:
+        for part in other.parts:
+            self.add(part)
+        return self
+
+    def merged(self) -> PairStats:
+        """All parts merged into one (unpruned beyond the merges' own bound)."""
+        out = PairStats.empty(self.n_clusters, self.per_row, self.symmetric)
+        for part in reversed(self.parts):  # smallest first
+            out = part.merge(out) if len(out) else part
+        return out
+
+    def pruned(self) -> PairStats:
+        """The pairs each row keeps (:meth:`PairStats.pruned` of everything gathered)."""
+        return self.merged().pruned()
+
+    def compacted(self) -> PairStack:
+        """The same statistics as one pruned part: what a worker sends up the tree (at most
+        C x per_row pairs, or 2 C x per_row unordered)."""
+        merged = self.pruned()
+        return PairStack(self.n_clusters, self.per_row, self.symmetric, [merged] if len(merged) else [])

@@ -16,7 +16,7 @@ from ..engine.ops import Chunk
 from ..kernels.estep import estep_full
 from ..kernels.search import NEIGHBOURHOOD, SAMPLED, estep_truncated
 from ..models.base import SuffStats
-from .pairs import PairStats
+from .pairs import PairStack, PairStats
 
 _NO_TABLE = np.zeros((0, 0))
 _NO_NEIGHBOURS = np.zeros((0, 0), dtype=np.int32)
@@ -54,13 +54,16 @@ class NeighbourhoodAcc:
 
     tsum: np.ndarray
     tcnt: np.ndarray
-    pairs: PairStats
+    pairs: PairStack
 
     def merge(self, other: NeighbourhoodAcc) -> NeighbourhoodAcc:
         self.tsum += other.tsum
         self.tcnt += other.tcnt
-        self.pairs = self.pairs.merge(other.pairs)
+        self.pairs.merge(other.pairs)
         return self
+
+    def compacted(self) -> NeighbourhoodAcc:
+        return NeighbourhoodAcc(self.tsum, self.tcnt, self.pairs.compacted())
 
 
 @dataclass
@@ -86,7 +89,7 @@ class NeighbourhoodPayload:
         if not self.collect:
             return None
         return NeighbourhoodAcc(np.zeros(self.neighbours.shape), np.zeros(self.neighbours.shape),
-                                PairStats.empty(n_clusters, self.pairs_per_row, False))
+                                PairStack(n_clusters, self.pairs_per_row, False))
 
     def estep(self, chunk, params, n_truncated, K, stats, acc, key):
         tsum, tcnt = (acc.tsum, acc.tcnt) if self.collect else (_NO_TABLE, _NO_TABLE)
@@ -96,8 +99,7 @@ class NeighbourhoodPayload:
             self.n_explore, key, self.collect, stats.arrays(), stats.scal, tsum, tcnt, _source_row(chunk),
             self.pair_stride, self.pair_phase)
         if self.collect:
-            acc.pairs = acc.pairs.merge(PairStats(keys, sums, weights, rank, len(params.means), self.pairs_per_row,
-                                                  False))
+            acc.pairs.add(PairStats(keys, sums, weights, rank, len(params.means), self.pairs_per_row, False))
         return acc
 
 
@@ -115,12 +117,12 @@ class SampledPayload:
     n_draws: int
     pairs_per_row: int
 
-    def new_acc(self, n_clusters: int) -> PairStats:
-        return PairStats.empty(n_clusters, self.pairs_per_row, True)
+    def new_acc(self, n_clusters: int) -> PairStack:
+        return PairStack(n_clusters, self.pairs_per_row, True)
 
     def estep(self, chunk, params, n_truncated, K, stats, acc, key):
         keys, sums, weights, rank = estep_truncated(
             chunk.X, chunk.w, params, K, SAMPLED, _NO_NEIGHBOURS, _NO_THRESHOLDS, self.row_idx,
             self.row_cdf, self.row_len, self.n_draws, self.n_explore, key, True, stats.arrays(), stats.scal,
             _NO_TABLE, _NO_TABLE, _source_row(chunk))
-        return acc.merge(PairStats(keys, sums, weights, rank, len(params.means), self.pairs_per_row, True))
+        return acc.add(PairStats(keys, sums, weights, rank, len(params.means), self.pairs_per_row, True))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .neighbours import estimated_neighbours, exact_neighbours
-from .pairs import PairStats
+from .pairs import PairStack
 from .payloads import FullPayload, NeighbourhoodAcc, NeighbourhoodPayload, SampledPayload
 
 
@@ -215,7 +215,7 @@ class SampledSearch(Search):
         return SampledPayload(self.init_sets, self.config.n_explore, self.row_idx, self.row_cdf, self.row_len,
                               self.config.n_samples, pairs_per_row=self.row_idx.shape[1])
 
-    def update(self, acc: PairStats, centres, sigma2):
+    def update(self, acc: PairStack, centres, sigma2):
         pairs = acc.pruned()
         keys, vals = pairs.keys, pairs.sums
         if len(keys) == 0:

@@ -30,7 +30,7 @@ from daskclust.search.neighbours import (
     estimated_neighbours,
     exact_neighbours,
 )
-from daskclust.search.pairs import PairStats
+from daskclust.search.pairs import PairStack, PairStats
 from daskclust.search.payloads import NeighbourhoodAcc
 from daskclust.search.strategies import EstimatedSearch, ExhaustiveSearch, FullSearch, SampledSearch
 from daskclust.seeding import spatial_order
@@ -323,6 +323,13 @@ def _balanced(parts):
     return _balanced(parts[:half]).merge(_balanced(parts[half:]))
 
 
+def _stacked(parts, C, per_row, symmetric):
+    stack = PairStack(C, per_row, symmetric)
+    for part in parts:
+        stack.add(part)
+    return stack
+
+
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("symmetric", [False, True])
 def test_pair_stats_merge_does_not_depend_on_the_tree(symmetric, ties):
@@ -358,6 +365,9 @@ def test_pair_stats_merge_does_not_depend_on_the_tree(symmetric, ties):
         "accumulators, balanced": _balanced(accs),
         "accumulators, random": _balanced([accs[t] for t in order]),
         "pruned leaves": _balanced([c.pruned() for c in chunks]),
+        "stack": _stacked(chunks, C, per_row, symmetric).merged(),
+        "stacks merged, compacted": _stacked(chunks[:5], C, per_row, symmetric).compacted().merge(
+            _stacked(chunks[5:], C, per_row, symmetric).compacted()).merged(),
     }
     capacity = 2 * C * per_row * (2 if symmetric else 1)
     assert len(trees["left fold"]) < len(total)  # the tree pruned on the way
@@ -526,7 +536,7 @@ def test_strategies_count_their_driver_distances():
     estimated = EstimatedSearch(config)
     estimated.start(centres, 1.0)
     assert estimated.n_distances == C * (C - 1)
-    acc = NeighbourhoodAcc(np.ones((C, 4)), np.ones((C, 4)), PairStats.empty(C, 8, False))
+    acc = NeighbourhoodAcc(np.ones((C, 4)), np.ones((C, 4)), PairStack(C, 8, False))
     estimated.update(acc, moved, 1.0)
     assert estimated.n_distances == C * (C - 1)  # Eq. 8 needs no distance
     sampled = SampledSearch(config)
@@ -706,3 +716,31 @@ def test_float32_input_fits_the_same_model(client, tmp_path, kind, search):
         assert got.n_iter_ == ref.n_iter_
         assert_non_decreasing([row["free_energy"] for row in got.history_])
     assert_non_decreasing([row["free_energy"] for row in ref.history_])
+
+
+def test_a_pair_stack_merges_parts_of_similar_sizes_only():
+    """A worker's chunks add a few pairs each: the stack keeps its parts' sizes decreasing by at
+    least half (each pair merged O(log) times, not once per chunk), and a compacted stack is one
+    pruned part holding what the merged stack holds after pruning."""
+    rng = np.random.default_rng(5)
+    C, per_row = 400, 4
+    centres = rng.uniform(0, 10, (C, 2))
+    stack = PairStack(C, per_row, False)
+    everything = []
+    for _ in range(200):
+        i, j = rng.integers(0, C, 60), rng.integers(0, C, 60)
+        keys = np.unique((i * C + j)[i != j])
+        part = PairStats(keys, rng.uniform(0, 1, len(keys)), np.ones(len(keys)),
+                         ((centres[keys // C] - centres[keys % C]) ** 2).sum(1), C, per_row, False)
+        stack.add(part)
+        everything.append(part)
+        sizes = [len(p) for p in stack.parts]
+        assert all(2 * b < a for a, b in zip(sizes, sizes[1:])), sizes
+    assert len(stack.parts) <= np.log2(sum(len(p) for p in everything)) + 1
+    expect = functools.reduce(PairStats.merge, everything).pruned()
+    compact = stack.compacted()
+    assert len(compact.parts) == 1 and len(compact.parts[0]) <= C * per_row
+    for got in (stack.pruned(), compact.pruned()):
+        np.testing.assert_array_equal(got.keys, expect.keys)
+        np.testing.assert_allclose(got.sums, expect.sums, rtol=1e-12)
+        np.testing.assert_allclose(got.weights, expect.weights, rtol=1e-12)
