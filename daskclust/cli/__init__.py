@@ -1,5 +1,5 @@
 """The ``daskclust`` command line: make-data, fit, predict, info, demo, bench."""
 
-from .main import main
+from .main import console, main
 
-__all__ = ["main"]
+__all__ = ["console", "main"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 
@@ -60,6 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _terminate(signum, frame):
     """SIGTERM ends the command like Ctrl-C: cleanup code runs, no temporary store stays."""
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def console() -> int:
+    """The ``daskclust`` command: :func:`main` on the process's arguments, then an exit that skips the
+    interpreter's last garbage collections over every object of the imported libraries (``gc.freeze``;
+    reference counting still frees them, atexit handlers still run): they took 0.7-0.8 s of every
+    command on this 2-core machine, a third of a warm ``daskclust demo``."""
+    code = main()
+    gc.freeze()
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
