@@ -26,6 +26,7 @@ from . import cluster
 from .cluster import WorkerWatch, scheduler_workers
 from .events import ChunkEvents, ChunkListener
 from .ops import ChunkOp
+from .packing import pack, unpack
 from .shard import Shard
 
 CLOSE_TIMEOUT = 2.0
@@ -250,7 +251,7 @@ class Engine:
         events = self._bar(op)
         returned = False
         try:
-            result = self._wait([lambda: self.shards[0].run_tree(op, others, events)])[0]
+            result = unpack(self._wait([lambda: self.shards[0].run_tree(pack(op), others, events)])[0])
             returned = True
         finally:
             if events is not None:

@@ -26,6 +26,7 @@ from ..persistence.chunk_states import PERM, read_state, write_state
 from .cluster import WorkerWatch
 from .events import ChunkEvents
 from .ops import Chunk, ChunkOp
+from .packing import Packed, pack, unpack
 
 _NO_WEIGHTS = np.empty(0, dtype=np.float64)
 
@@ -195,8 +196,10 @@ class Shard:
         return self._bytes_read
 
     # ------------------------------------------------------------------ passes
-    def run_tree(self, op: ChunkOp, others: list[tuple[Any, str]], events: ChunkEvents | None = None) -> Any:
-        """Run ``op`` over this shard's chunks and the subtree of shards ``others``; return the merge.
+    def run_tree(self, packed_op: Packed, others: list[tuple[Any, str]], events: ChunkEvents | None = None) -> Packed:
+        """Run the operation ``packed_op`` over this shard's chunks and the subtree of shards ``others``;
+        return the merge. Both travel packed (:mod:`daskclust.engine.packing`); the operation is
+        forwarded to the children as received.
 
         ``others`` lists (shard, worker address) pairs; it is split in two halves
         and the head of each half is asked (directly, worker to worker) to run its
@@ -208,12 +211,13 @@ class Shard:
         (:mod:`daskclust.engine.events`). The merge leaves compacted when the op can (``compact``).
         """
         halves = [others[: len(others) // 2], others[len(others) // 2:]]
-        pending = [(half[0][1], half[0][0].run_tree(op, half[1:], events)) for half in halves if half]
+        pending = [(half[0][1], half[0][0].run_tree(packed_op, half[1:], events)) for half in halves if half]
+        op = unpack(packed_op)
         acc = self.run_local(op, events.sender() if events is not None else None)
         for address, future in pending:
-            acc = op.merge(acc, _wait_alive(future, address))
+            acc = op.merge(acc, unpack(_wait_alive(future, address)))
         compact = getattr(op, "compact", None)
-        return compact(acc) if compact is not None else acc
+        return pack(compact(acc) if compact is not None else acc)
 
     def run_local(self, op: ChunkOp, chunk_done: Callable[[], None] | None = None) -> Any:
         """Fold every chunk of this shard into one accumulator with ``op``, calling ``chunk_done``
