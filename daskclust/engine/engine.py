@@ -331,6 +331,14 @@ class Engine:
         """Every shard restores its chunks' per-row state and row order from ``url``."""
         self._on_all("load_state", url)
 
+    def forget(self) -> None:
+        """Every shard back to its state when the engine started (rows in source order, no per-chunk
+        state, no bytes counted; the data stay where they are): the next run on this engine is the run
+        a new engine would give, without placing the data again."""
+        self._on_all("forget")
+        self.n_passes = 0
+        self.pass_seconds = 0.0
+
     def reorder(self, name: str) -> None:
         """Sort each chunk's rows on its worker by the per-row state ``name`` (see ``Shard.reorder``)."""
         self._on_all("reorder", name)

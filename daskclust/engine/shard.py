@@ -326,6 +326,21 @@ class Shard:
                     slot.w = slot.w[order]
             self._state_out(slot)
 
+    def forget(self) -> None:
+        """Back to a freshly started shard's state: rows in source order, no per-chunk state, no bytes
+        counted, so that a run on a reused engine is the run a new engine would give (the seedings'
+        draws are keyed by a row's place in its chunk)."""
+        for slot in self._slots.values():
+            if slot.perm is not None and slot.X is not None:
+                back = np.argsort(slot.perm, kind="stable")
+                slot.X = np.ascontiguousarray(slot.X[back])
+                if slot.w is not None and slot.w.shape[0]:
+                    slot.w = slot.w[back]
+            slot.perm = None
+            slot.state = {}
+        with self._count_lock:
+            self._bytes_read = 0
+
     # ------------------------------------------------------------------ state
     def close(self) -> None:
         self._slots.clear()

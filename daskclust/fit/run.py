@@ -1,6 +1,7 @@
 """The runs of a fit: ``n_init`` of them, seeded with :func:`derive_seeds` of the fit's seed, the
-one with the highest final free energy kept (:func:`best_run`). Each run places the data on the
-workers, seeds (or restores a checkpoint) and iterates (:func:`run_once`); if a worker holding
+one with the highest final free energy kept (:func:`best_run`). The runs share one engine (the data
+placed on the workers once, :class:`SharedEngine`); each run seeds (or restores a checkpoint) and
+iterates (:func:`run_once`); if a worker holding
 chunks dies, the run starts again on the remaining workers from its last checkpoint, or from the
 seeding without one -- every step being a deterministic function of the data, the seed and the
 iteration, the model is the one the undisturbed run would give.
@@ -44,13 +45,49 @@ def best_run(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, dat
     energy (the first of equals)."""
     seeds = derive_seeds(plan.seed, spec.n_init)
     best = None
-    for i, seed_value in enumerate(seeds):
-        if len(seeds) > 1:
-            progress.say(f"init {i + 1}/{len(seeds)}: seed {seed_value}")
-        result = run_once(client, data, spec, replace(plan, seed=seed_value), progress, data_kind=data_kind)
-        if best is None or result.history[-1]["free_energy"] > best.history[-1]["free_energy"]:
-            best = result
+    with SharedEngine(client, data, spec, plan) as engines:
+        for i, seed_value in enumerate(seeds):
+            if len(seeds) > 1:
+                progress.say(f"init {i + 1}/{len(seeds)}: seed {seed_value}")
+            result = run_once(client, data, spec, replace(plan, seed=seed_value), progress, data_kind=data_kind,
+                              engines=engines)
+            if best is None or result.history[-1]["free_energy"] > best.history[-1]["free_energy"]:
+                best = result
     return best
+
+
+class SharedEngine:
+    """The engine the runs of one fit share: started on first use (data placed, shards loaded),
+    returned to a new engine's state before each later run (:meth:`Engine.forget`), replaced after
+    a lost worker, closed with the fit. ``n_init`` runs then place the data once."""
+
+    def __init__(self, client, data, spec: FitSpec, plan: FitPlan):
+        self._args = (data, client)
+        self._kwargs = {"memory_budget": spec.memory_budget, "progress": bool(spec.verbose),
+                        "state_store": plan.state_store.url if plan.state_store is not None else None}
+        self._engine: Engine | None = None
+        self._used = False
+
+    def __enter__(self) -> SharedEngine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
+
+    def get(self) -> Engine:
+        """The engine for the next run, as a new one would start it."""
+        if self._engine is None:
+            self._engine = Engine(*self._args, **self._kwargs).__enter__()
+        elif self._used:
+            self._engine.forget()
+        self._used = True
+        return self._engine
+
+    def discard(self) -> None:
+        """Close the engine (a worker left, or the fit is done); the next :meth:`get` starts another."""
+        engine, self._engine, self._used = self._engine, None, False
+        if engine is not None:
+            engine.__exit__(None, None, None)
 
 
 def restore_chunk_states(engine: Engine, url: str, n_clusters: int) -> None:
@@ -82,10 +119,15 @@ def _recovery_point(plan: FitPlan) -> Checkpoint | None:
 
 
 def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, start_params: Params | None = None,
-             data_kind: str = "full") -> FitResult:
+             data_kind: str = "full", engines: SharedEngine | None = None) -> FitResult:
     """Seed (or restore) and iterate once with ``plan.seed``; on a lost worker, start again from
     the last checkpoint. ``start_params``: the parameters of the first E-step instead of those of
-    the seeding (which then only leaves the seed labels: a coreset fit's full-data phase)."""
+    the seeding (which then only leaves the seed labels: a coreset fit's full-data phase).
+    ``engines``: the engine shared with the fit's other runs (else one for this run alone)."""
+    if engines is None:
+        with SharedEngine(client, data, spec, plan) as own:
+            return run_once(client, data, spec, plan, progress, start_params=start_params, data_kind=data_kind,
+                            engines=own)
     steps: FitSteps = spec.steps or FitSteps()
     settings = spec.settings(plan.seed, data=data_kind)
     resumed = plan.resumed
@@ -95,38 +137,37 @@ def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, 
         try:
             if resumed is None and plan.state_store is not None:
                 reset_state_store(plan.state_store)
-            state_url = plan.state_store.url if plan.state_store is not None else None
-            with Engine(data, client, memory_budget=spec.memory_budget, state_store=state_url,
-                        progress=bool(spec.verbose)) as engine:
-                progress.say(f"{spec.kind}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
-                             f"{len(engine.shards)} worker(s), {engine.residence()}")
-                if resumed is None:
-                    with engine.phase("seeding"):
-                        seeding, params = steps.seed(engine, spec, plan.seed)
-                        if start_params is None:
-                            seeding, params = steps.start(engine, spec, seeding, params, plan.seed)
-                    progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s. Initialization complete")
-                    figures = SeedingFigures(seeding.seconds, seeding.n_distances, seeding.method)
-                    plan.record.seeding = figures
-                    start = LoopState(0, params if start_params is None else start_params)
-                else:
-                    source = plan.record.source
-                    check_content(resumed, engine, source["url"] if source else "the data given")
-                    restore_chunk_states(engine, resumed.url, spec.n_clusters)
-                    try:
-                        search.restore(resumed.search)
-                    except ValueError as exc:
-                        raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {exc}") from exc
-                    start = resumed.state
-                    progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
-                settings = steps.loop_settings(engine, spec, settings, seeding if resumed is None else None)
-                result, extras = steps.iterate(engine, spec, start, settings, search, progress, plan.checkpointer)
-                if result.stop:
-                    progress.say(result.stop)
-                plan.record.fingerprint[FINGERPRINT_CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
-                bytes_read += engine.bytes_read()
+            engine = engines.get()
+            progress.say(f"{spec.kind}: {data.n_samples} x {data.n_features} in {data.n_chunks} chunks on "
+                         f"{len(engine.shards)} worker(s), {engine.residence()}")
+            if resumed is None:
+                with engine.phase("seeding"):
+                    seeding, params = steps.seed(engine, spec, plan.seed)
+                    if start_params is None:
+                        seeding, params = steps.start(engine, spec, seeding, params, plan.seed)
+                progress.say(f"seeding ({seeding.method}): {seeding.seconds:.2f} s. Initialization complete")
+                figures = SeedingFigures(seeding.seconds, seeding.n_distances, seeding.method)
+                plan.record.seeding = figures
+                start = LoopState(0, params if start_params is None else start_params)
+            else:
+                source = plan.record.source
+                check_content(resumed, engine, source["url"] if source else "the data given")
+                restore_chunk_states(engine, resumed.url, spec.n_clusters)
+                try:
+                    search.restore(resumed.search)
+                except ValueError as exc:
+                    raise CheckpointError(f"checkpoint {resumed.url!r} is damaged: {exc}") from exc
+                start = resumed.state
+                progress.say(f"resumed from {resumed.url} at iteration {start.iteration}")
+            settings = steps.loop_settings(engine, spec, settings, seeding if resumed is None else None)
+            result, extras = steps.iterate(engine, spec, start, settings, search, progress, plan.checkpointer)
+            if result.stop:
+                progress.say(result.stop)
+            plan.record.fingerprint[FINGERPRINT_CONTENT] = engine.content_fingerprint()  # every chunk read: no pass
+            bytes_read += engine.bytes_read()
             return _result(result, plan.seed, plan.record.seeding, bytes_read, extras)
         except WorkerLost as lost:
+            engines.discard()
             if attempt == MAX_RECOVERIES:
                 raise ClusterError(recoveries_exhausted(lost)) from lost
             resumed = _recovery_point(plan)

@@ -18,6 +18,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import daskclust
+from daskclust.engine.engine import Engine
 from daskclust.errors import InvalidParameterError
 from daskclust.fit import derive_seeds
 
@@ -108,6 +109,23 @@ def test_n_init_keeps_the_best_run(data, state, tmp_path):
     np.testing.assert_array_equal(single.cluster_centers_, model.cluster_centers_)
     untimed = [[{k: v for k, v in row.items() if k != "seconds"} for row in m.history_] for m in (single, model)]
     assert untimed[0] == untimed[1]
+    # the runs share one engine (data placed once), and each is the run a new engine gives with its seed
+    runs = [rows[a:b] for a, b in zip(starts, starts[1:] + [len(rows)])]
+    for seed, run in zip(derive_seeds(11, 3), runs):
+        alone = daskclust.KMeans(12, n_init=1, **{**params, "random_state": seed}).fit(data).history_
+        assert [untimed_row(r) for r in run] == [untimed_row(r) for r in alone]
+
+
+def untimed_row(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "seconds"}
+
+
+def test_the_runs_of_n_init_place_the_data_once(data, monkeypatch):
+    started = []
+    original = Engine.start
+    monkeypatch.setattr(Engine, "start", lambda self: (started.append(1), original(self))[1])
+    daskclust.GaussianMixture(12, n_init=3, random_state=5, max_iter=3).fit(data)
+    assert len(started) == 1
 
 
 def test_n_init_one_is_the_plain_fit(data):
