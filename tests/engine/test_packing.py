@@ -35,3 +35,12 @@ def test_packed_arrays_leave_the_pickle_and_come_back_writeable():
     got.stats.S1 += 1.0  # the merges add in place
     got.search.tcnt += 1.0
     np.testing.assert_array_equal(got.stats.S1, acc.stats.S1 + 1.0)
+
+
+def test_a_packed_operation_may_carry_a_function():
+    """As Dask's own pickling: ops defined in a script, or holding a lambda, travel too."""
+    scale = 3.0
+    op = {"f": lambda x: scale * x, "centres": np.arange(6.0).reshape(3, 2)}
+    got = unpack(pack(op))
+    assert got["f"](2.0) == 6.0
+    np.testing.assert_array_equal(got["centres"], op["centres"])
