@@ -117,8 +117,8 @@ class LocalTree:
     The chunks (the engine's chunking of ``X``) are placed on ``n_leaves`` one-thread workers
     as :func:`~daskclust.engine.engine.contiguous_placement` places them; each worker folds its
     chunks into one accumulator in index order (``Shard.run_local``) and the workers' results
-    are merged as ``Shard.run_tree`` merges them: each worker hands each half of the workers
-    after it to that half's first one. :meth:`map_reduce` records the pickled size of every
+    are merged (and compacted) as ``Shard.run_tree`` merges them: each worker hands each half of
+    the workers after it to that half's first one. :meth:`map_reduce` records the pickled size of every
     message by the depth of its sender (0: the root's, to the driver) and the seconds of every
     merge of two workers' results.
     """
@@ -165,7 +165,8 @@ class LocalTree:
                 t0 = time.perf_counter()
                 acc = op.merge(acc, child)
                 self.merge_seconds.append(time.perf_counter() - t0)
-        return acc
+        compact = getattr(op, "compact", None)  # what a worker sends up, as Shard.run_tree compacts it
+        return compact(acc) if compact is not None else acc
 
 
 def seeded(estimator, engine, centres: np.ndarray):
