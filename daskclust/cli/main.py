@@ -66,8 +66,8 @@ def _terminate(signum, frame):
 def console() -> int:
     """The ``daskclust`` command: :func:`main` on the process's arguments, then an exit that skips the
     interpreter's last garbage collections over every object of the imported libraries (``gc.freeze``;
-    reference counting still frees them, atexit handlers still run): they took 0.7-0.8 s of every
-    command on this 2-core machine, a third of a warm ``daskclust demo``."""
+    reference counting still frees them, atexit handlers still run): they took 0.7-0.8 s after every
+    command on this 2-core machine."""
     code = main()
     gc.freeze()
     return code
