@@ -66,7 +66,6 @@ class SharedEngine:
         self._kwargs = {"memory_budget": spec.memory_budget, "progress": bool(spec.verbose),
                         "state_store": plan.state_store.url if plan.state_store is not None else None}
         self._engine: Engine | None = None
-        self._used = False
 
     def __enter__(self) -> SharedEngine:
         return self
@@ -78,14 +77,13 @@ class SharedEngine:
         """The engine for the next run, as a new one would start it."""
         if self._engine is None:
             self._engine = Engine(*self._args, **self._kwargs).__enter__()
-        elif self._used:
+        else:  # a run had it
             self._engine.forget()
-        self._used = True
         return self._engine
 
     def discard(self) -> None:
         """Close the engine (a worker left, or the fit is done); the next :meth:`get` starts another."""
-        engine, self._engine, self._used = self._engine, None, False
+        engine, self._engine = self._engine, None
         if engine is not None:
             engine.__exit__(None, None, None)
 
