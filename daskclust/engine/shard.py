@@ -331,11 +331,10 @@ class Shard:
         counted, so that a run on a reused engine is the run a new engine would give (the seedings'
         draws are keyed by a row's place in its chunk)."""
         for slot in self._slots.values():
-            if slot.perm is not None and slot.X is not None:
-                back = np.argsort(slot.perm, kind="stable")
-                slot.X = np.ascontiguousarray(slot.X[back])
-                if slot.w is not None and slot.w.shape[0]:
-                    slot.w = slot.w[back]
+            if slot.X is not None:  # held rows; a streamed chunk is read in source order once perm is gone
+                X, w = _in_source_order(slot, slot.X, slot.w if slot.w is not None else _NO_WEIGHTS)
+                slot.X = np.ascontiguousarray(X)
+                slot.w = w if slot.w is not None else None
             slot.perm = None
             slot.state = {}
         with self._count_lock:
