@@ -37,7 +37,7 @@ from ..datasets import make_blobs
 from ..em.estep_op import EStepOp
 from ..engine.cluster import start_local_cluster
 from ..engine.engine import Engine, WorkerInfo, contiguous_placement
-from ..engine.ops import Chunk
+from ..engine.ops import Chunk, leaving
 from ..kernels.estep import NDIST_POINTS
 from ..names import STATE_K, STATE_SEED_LABEL
 from ..seeding.passes import NearestIndex
@@ -165,8 +165,7 @@ class LocalTree:
                 t0 = time.perf_counter()
                 acc = op.merge(acc, child)
                 self.merge_seconds.append(time.perf_counter() - t0)
-        compact = getattr(op, "compact", None)  # what a worker sends up, as Shard.run_tree compacts it
-        return compact(acc) if compact is not None else acc
+        return leaving(op, acc)  # what a worker sends up, as Shard.run_tree sends it
 
 
 def seeded(estimator, engine, centres: np.ndarray):

@@ -65,6 +65,12 @@ class ChunkOp(Protocol):
         """Combine two accumulators (may reuse ``a``)."""
 
 
+def leaving(op: ChunkOp, acc: Any) -> Any:
+    """``acc`` as a shard sends it up the tree: compacted when ``op`` defines ``compact``."""
+    compact = getattr(op, "compact", None)
+    return compact(acc) if compact is not None else acc
+
+
 def add_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Merge for accumulators that are dicts of arrays summed element-wise."""
     for name, value in b.items():

@@ -25,7 +25,7 @@ from ..errors import InvalidDataError
 from ..persistence.chunk_states import PERM, read_state, write_state
 from .cluster import WorkerWatch
 from .events import ChunkEvents
-from .ops import Chunk, ChunkOp
+from .ops import Chunk, ChunkOp, leaving
 from .packing import Packed, pack, unpack
 
 _NO_WEIGHTS = np.empty(0, dtype=np.float64)
@@ -216,8 +216,7 @@ class Shard:
         acc = self.run_local(op, events.sender() if events is not None else None)
         for address, future in pending:
             acc = op.merge(acc, unpack(_wait_alive(future, address)))
-        compact = getattr(op, "compact", None)
-        return pack(compact(acc) if compact is not None else acc)
+        return pack(leaving(op, acc))
 
     def run_local(self, op: ChunkOp, chunk_done: Callable[[], None] | None = None) -> Any:
         """Fold every chunk of this shard into one accumulator with ``op``, calling ``chunk_done``
