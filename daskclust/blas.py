@@ -10,14 +10,11 @@ serves them.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 
-try:  # installed with scikit-learn; without it BLAS keeps its own number of threads
-    from threadpoolctl import threadpool_limits
-except ImportError:  # pragma: no cover
-    threadpool_limits = None
+from threadpoolctl import threadpool_limits
 
 
 def one_blas_thread() -> AbstractContextManager:
     """Single-threaded BLAS in this process inside the ``with`` block (restored on exit)."""
-    return threadpool_limits(1, user_api="blas") if threadpool_limits is not None else nullcontext()
+    return threadpool_limits(1, user_api="blas")
