@@ -26,7 +26,7 @@ from numba import njit
 
 from .estep import sqdist
 from .rng import uniform
-from .seeding import draw_position
+from .seeding import draw_position, local_gain
 
 LEAF_SIZE = 8
 """Points per leaf at most (tried 4-32 on k-means|| candidates of the BIRCH grid, C = 4096 and 16384)."""
@@ -172,14 +172,19 @@ def _draw(target, lo, hi, left, wts, d2, mass):
 
 
 @njit(nogil=True, cache=True)
-def greedy_kmeanspp_tree(lo, hi, left, centre, radius, pts, wts, n_clusters, n_trials, key):
+def greedy_kmeanspp_tree(lo, hi, left, centre, radius, pts, wts, n_clusters, n_trials, key, nbr, nd2):
     """Weighted greedy k-means++ (scikit-learn's ``_kmeans_plusplus``) over a ball tree of the points
-    ``pts`` (in tree order, weights ``wts``), exact; returns (chosen positions, distances evaluated).
+    ``pts`` (in tree order, weights ``wts``); returns (chosen positions, distances evaluated).
 
     The first centre is drawn in proportion to w; every further step draws
     ``n_trials`` points in proportion to w d^2 (d: distance to the nearest centre
     so far) and keeps the one that lowers sum w d^2 most (the first on ties).
-    Draws use stream ``key``, so the result depends on nothing else.
+    Draws use stream ``key``, so the result depends on nothing else. With ``nbr``
+    of shape (M, 0) a trial's saving is exact (a descent of the tree); with K > 0
+    columns (each point's K nearest points, tree positions, itself first, and their
+    squared distances ``nd2``) it is counted over the trial's neighbourhood only
+    (:func:`~daskclust.kernels.seeding.local_gain`, K evaluations); the chosen
+    centre always lowers d exactly.
     """
     M = pts.shape[0]
     n_nodes = lo.shape[0]
@@ -203,9 +208,13 @@ def greedy_kmeanspp_tree(lo, hi, left, centre, radius, pts, wts, n_clusters, n_t
             trials[t] = _draw(uniform(key, counter) * total, lo, hi, left, wts, d2, mass)
             counter += 1
         for t in range(n_trials):
-            gains[t], n = _gain(trials[t], lo, hi, left, centre, radius, pts, wts, d2, dmax, mass, stack, visited,
-                                False)
-            n_dist += n
+            if nbr.shape[1] > 0:
+                gains[t] = local_gain(trials[t], nbr, nd2, wts, d2)
+                n_dist += nbr.shape[1]
+            else:
+                gains[t], n = _gain(trials[t], lo, hi, left, centre, radius, pts, wts, d2, dmax, mass, stack, visited,
+                                    False)
+                n_dist += n
         chosen[k] = trials[np.argmax(gains)]
         n_dist += _gain(chosen[k], lo, hi, left, centre, radius, pts, wts, d2, dmax, mass, stack, visited, True)[1]
     return chosen, n_dist

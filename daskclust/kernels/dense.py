@@ -68,3 +68,43 @@ def dense_take_min(g_row, row_norm, pn, d2):
     for i in range(d2.shape[0]):
         d = max(row_norm + pn[i] - 2.0 * g_row[i], 0.0)
         d2[i] = min(d2[i], d)
+
+
+@njit(nogil=True, cache=True)
+def _nearest_k_update(G, pn, start, out_idx, out_d2):
+    """Rows start + i of out_idx / out_d2 (OUT): the k = out_idx.shape[1] points j of smallest
+    ||p_i - p_j||^2 = pn_i + pn_j - 2 G_ij for each tile row i, the point itself first (at 0),
+    then by distance, ties to the smaller index."""
+    k = out_idx.shape[1]
+    for i in range(G.shape[0]):
+        me = start + i
+        out_idx[me, 0] = me
+        out_d2[me, 0] = 0.0
+        size = 1
+        for j in range(G.shape[1]):
+            if j == me:
+                continue
+            d = max(pn[me] + pn[j] - 2.0 * G[i, j], 0.0)
+            if size == k and d >= out_d2[me, k - 1]:
+                continue
+            pos = size if size < k else k - 1
+            while pos > 1 and out_d2[me, pos - 1] > d:
+                out_idx[me, pos] = out_idx[me, pos - 1]
+                out_d2[me, pos] = out_d2[me, pos - 1]
+                pos -= 1
+            out_idx[me, pos] = j
+            out_d2[me, pos] = d
+            if size < k:
+                size += 1
+
+
+def dense_neighbours(P: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(idx (M, k) int32, squared distances (M, k), distances evaluated): the k nearest points of
+    each point of P (M, D) among P, itself first, by matrix products in tiles (k <= M)."""
+    M = P.shape[0]
+    pn = np.einsum("md,md->m", P, P)
+    idx = np.empty((M, k), dtype=np.int32)
+    d2 = np.empty((M, k))
+    for start in range(0, M, TILE_ROWS):
+        _nearest_k_update(P[start:start + TILE_ROWS] @ P.T, pn, start, idx, d2)
+    return idx, d2, M * M

@@ -137,6 +137,27 @@ def draw_position(u, cum):
     return lo
 
 
+@njit(nogil=True)
+def local_gain(p, nbr, nd2, wts, d2):
+    """sum_j w_j max(0, d2_j - ||p_j - p_p||^2) over the points j = nbr[p, :] nearest to point p
+    (squared distances ``nd2[p, :]``): what choosing p as a centre saves within its neighbourhood,
+    a lower bound of the whole saving (equal to it when the neighbourhood holds every point)."""
+    gain = 0.0
+    for j in range(nbr.shape[1]):
+        q = nbr[p, j]
+        excess = d2[q] - nd2[p, j]
+        if excess > 0.0:
+            gain += wts[q] * excess
+    return gain
+
+
+@njit(nogil=True, cache=True)
+def local_gains(picks, nbr, nd2, wts, d2, out):
+    """out[t] = :func:`local_gain` of point picks[t]. OUT: out."""
+    for t in range(picks.shape[0]):
+        out[t] = local_gain(picks[t], nbr, nd2, wts, d2)
+
+
 @njit(nogil=True, cache=True)
 def draw_trials(key, counter, mass, out):
     """out[t] = a position drawn in proportion to ``mass`` with the draw ``counter + t`` of stream

@@ -5,11 +5,12 @@ mass of the rows nearest to it) are a small weighted summary of the data. They
 are reduced to C centres by k-means on that summary: ``n_restarts(C)`` runs, each
 a weighted greedy k-means++ (scikit-learn's ``_kmeans_plusplus``, with
 TRIALS_FACTOR times its 2 + log C trials per step, the one lowering sum w d^2
-most kept) followed by weighted Lloyd iterations on the candidates; the run of
-lowest weighted cost is kept. Every distance evaluated is counted. Where the
-triangle inequality prunes (low intrinsic dimension) the greedy steps go through
-a ball tree, and so do Lloyd's searches; elsewhere through
-matrix products.
+most kept, that saving counted over the trial's NEIGHBOURHOOD nearest
+candidates) followed by a few weighted Lloyd iterations on the candidates; the
+run of lowest weighted cost is kept. Every distance evaluated is counted. Where
+the triangle inequality prunes (low intrinsic dimension) the greedy steps go
+through a ball tree, and so do Lloyd's searches; elsewhere through matrix
+products.
 
 What each part buys (Lloyd to convergence from the seeds, QE / scikit-learn's
 KMeans(n_init=1), mean of 5 seeds, measured for issue 9): a single greedy
@@ -17,10 +18,18 @@ reduction ends where scikit-learn's k-means++ does on average, with its spread,
 so on small C it misses by chance (uci_yeast C = 10: 1.045, uci_wine C = 8:
 1.082); k-means with restarts on the weighted candidates picks better optima
 (0.989, 0.973). Six-fold trials lowered the result by 0.4-1.3 % at C = 150-375
-(sipu_s2, s4, a3; uci_letter C = 260). The Lloyd iterations give seeds 15-25 %
-below scikit-learn's seeds' QE, from which the truncated searches have less
-left to do (KMeans() defaults, sipu_s2-s4 C = 150: 1.0022-1.0050 before this
-reduction, 0.9874-0.9998 with it).
+(sipu_s2, s4, a3; uci_letter C = 260).
+
+Issue 26 (KMeans() on the BIRCH grid, N = 409,600, final exact QE, 3 seeds): the
+saving of a trial counted over its 8 nearest candidates instead of all of them
+(:func:`~daskclust.kernels.seeding.local_gain`) ends 1.8 %, 2.5 %, 0.3 % and 2.2 %
+lower at C = 256, 1024, 4096 and 16384 (the local saving prefers the middle of an
+uncovered group to a far outlier, whose saving is spread thinly over many
+candidates), and a trial costs 8 lookups instead of a descent of the tree (~200
+distances at C = 16384): the greedy steps took a fifth of the time there. Lloyd
+on the candidates, 3 iterations against 20, changed the final QE by at most
+0.01 % at every C (the EM on the data does the rest), where 20 had cost as much as
+twelve EM iterations at C = 16384.
 """
 
 from __future__ import annotations
@@ -31,15 +40,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..blas import one_blas_thread
-from ..kernels.balltree import build_ball_tree, greedy_kmeanspp_tree
-from ..kernels.dense import dense_gains, dense_take_min
+from ..kernels.balltree import build_ball_tree, greedy_kmeanspp_tree, tree_neighbours
+from ..kernels.dense import dense_gains, dense_neighbours, dense_take_min
 from ..kernels.rng import stream_key
-from ..kernels.seeding import draw_trials, weighted_means
+from ..kernels.seeding import draw_trials, local_gains, weighted_means
 from ..names import STREAM_REDUCTION
 from .passes import NearestIndex
 
-LLOYD_ITERATIONS = 20
+LLOYD_ITERATIONS = 3
 """Most weighted Lloyd iterations per restart (they stop earlier once no candidate changes centre)."""
+
+NEIGHBOURHOOD = 8
+"""Candidates over which the reduction's greedy steps count a trial's saving (the trial itself and its
+7 nearest; 4 and 16 ended 0.3-1.8 % above 8 on the BIRCH grid at C = 256-16384, see the module)."""
 
 TRIALS_FACTOR = 6
 """The greedy k-means++ steps try TRIALS_FACTOR times scikit-learn's 2 + log C candidates (the
@@ -100,7 +113,7 @@ def _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iteratio
     n_dist = 0
     for run in range(restarts or n_restarts(n_clusters)):
         key = stream_key(seed, STREAM_REDUCTION, run)
-        chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense)
+        chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense, neighbours=NEIGHBOURHOOD)
         centres, labels, d2, m = weighted_lloyd(P, w, P[chosen], dense, lloyd_iterations)
         n_dist += n + m
         cost = float(w @ d2)
@@ -127,11 +140,14 @@ gain among all of them (see :func:`greedy_kmeanspp`)."""
 
 
 def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, key, dense: bool,
-                    exact_tail: float = EXACT_TAIL, batch: int = 32) -> tuple[np.ndarray, int]:
+                    exact_tail: float = EXACT_TAIL, batch: int = 32, neighbours: int = 0) -> tuple[np.ndarray, int]:
     """Weighted greedy k-means++ on the points P (M, D) with weights w; returns (chosen rows, distances).
 
     Each step draws ``trials`` points in proportion to w d^2 and keeps the one
-    lowering sum w d^2 most. Where pruning works (not ``dense``) through a ball tree
+    lowering sum w d^2 most: over all points (``neighbours=0``, scikit-learn's
+    greedy k-means++), or over the trial's ``neighbours`` nearest points only
+    (``local_gain``, found once for every point before the steps). Where pruning
+    works (not ``dense``) through a ball tree
     (:mod:`daskclust.kernels.balltree`), drawing over the tree's order of the points. With matrix products (``dense``: many dimensions,
     where d^2 varies little, all points of a blob being about sqrt(2 D) sigma
     apart) the draws rarely land in the last uncovered clusters, so the last
@@ -140,11 +156,17 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
     are upper bounds and only the ``batch`` largest are recomputed until the best
     recomputed one beats every stale bound.
     """
+    M = len(P)
+    K = min(neighbours, M)
     if not dense:
         order, *tree, n_build = build_ball_tree(P)
-        chosen, n = greedy_kmeanspp_tree(*tree, np.ascontiguousarray(P[order]), w[order], n_clusters, trials, key)
-        return order[chosen], int(n) + int(n_build)
-    M = len(P)
+        pts = np.ascontiguousarray(P[order])
+        nbr, nd2 = np.empty((M, K), dtype=np.int32), np.empty((M, K))
+        n_nbr = tree_neighbours(*tree, pts, np.arange(M), K, 0, M, nbr, nd2) if K else 0
+        chosen, n = greedy_kmeanspp_tree(*tree, pts, w[order], n_clusters, trials, key, nbr, nd2 * nd2)
+        return order[chosen], int(n) + int(n_build) + int(n_nbr)
+    if K:
+        nbr, nd2, n_nbr = dense_neighbours(P, K)
     pn = np.einsum("md,md->m", P, P)
     chosen = np.empty(n_clusters, dtype=np.int64)
     draw_trials(key, 0, w, chosen[:1])
@@ -166,16 +188,25 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
 
     n_sampled = max(1, n_clusters - int(exact_tail * n_clusters))
     picks = np.empty(trials, dtype=np.int64)
+    local = np.empty(trials)
     for k in range(1, n_sampled):
         mass = w * d2
         if mass.sum() <= 0:  # every point coincides with a centre
             chosen[k] = np.setdiff1d(np.arange(M), chosen[:k])[0]
             continue
         draw_trials(key, 1 + (k - 1) * trials, mass, picks)
-        gains, G = gains_of(picks)
-        best = int(np.argmax(gains))
-        take(k, picks[best], G[best])
-        n_dist += trials * M
+        if K:
+            local_gains(picks, nbr, nd2, w, d2, local)
+            best = picks[int(np.argmax(local))]
+            take(k, best, P @ P[best])
+            n_dist += trials * K + M
+        else:
+            gains, G = gains_of(picks)
+            best = int(np.argmax(gains))
+            take(k, picks[best], G[best])
+            n_dist += trials * M
+    if K:
+        n_dist += n_nbr
     if n_sampled == n_clusters:
         return chosen, n_dist
     stale = np.concatenate([gains_of(np.arange(s, min(s + 1024, M)))[0] for s in range(0, M, 1024)])

@@ -6,17 +6,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daskclust.kernels.balltree import build_ball_tree, greedy_kmeanspp_tree
+from daskclust.kernels.balltree import build_ball_tree, greedy_kmeanspp_tree, tree_neighbours
 from daskclust.kernels.rng import stream_key
 from daskclust.kernels.seeding import weighted_means
 from daskclust.seeding.passes import pruning_test
 from daskclust.seeding.reduction import greedy_kmeanspp, n_restarts, reduce_candidates, weighted_lloyd
 
-from reference import reference_greedy
+from reference import reference_greedy, reference_local_greedy
 
 
 def sq_distances(A, B):
     return ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+
+
+def exact_gains(n_points):
+    """The neighbourhood arrays of the tree kernel that make it count every saving exactly."""
+    return np.empty((n_points, 0), dtype=np.int32), np.empty((n_points, 0))
 
 
 def weighted_points(seed, n=300, dim=2, groups=12):
@@ -43,11 +48,52 @@ def test_tree_greedy_equals_the_numpy_reference_in_tree_order(seed, leaf_size):
     order, *tree, n_build = build_ball_tree(P, leaf_size)
     assert sorted(order) == list(range(len(P)))
     key = stream_key(seed, 6)
-    chosen, n_dist = greedy_kmeanspp_tree(*tree, P[order], w[order], 10, 4, key)
+    chosen, n_dist = greedy_kmeanspp_tree(*tree, P[order], w[order], 10, 4, key, *exact_gains(len(P)))
     np.testing.assert_array_equal(chosen, reference_greedy(P[order], w[order], 10, 4, key))
     n_nodes = len(tree[0])
     assert 0 < n_dist < (len(P) + n_nodes) * (1 + 9 * 5)  # each evaluation: nodes + members
     assert n_build == sum(hi - lo for lo, hi in zip(tree[0], tree[1]))
+
+
+@pytest.mark.parametrize("seed, dense, k", [(0, False, 8), (1, False, 3), (2, True, 8), (3, True, 5)])
+def test_local_greedy_equals_the_numpy_reference(seed, dense, k):
+    """Savings counted over each trial's k nearest points: the tree kernel (in tree order) and the
+    matrix products make the reference's choices."""
+    P, w = weighted_points(seed, dim=6 if dense else 2)
+    key = stream_key(seed, 7)
+    chosen, n_dist = greedy_kmeanspp(P, w, 12, 5, key, dense=dense, exact_tail=0.0, neighbours=k)
+    if dense:
+        np.testing.assert_array_equal(chosen, reference_local_greedy(P, w, 12, 5, key, k))
+    else:
+        order = build_ball_tree(P)[0]
+        position = np.argsort(order)
+        np.testing.assert_array_equal(position[chosen], reference_local_greedy(P[order], w[order], 12, 5, key, k))
+    assert n_dist > len(P) * k  # the neighbourhoods' distances are counted
+
+
+def test_a_neighbourhood_of_every_point_is_the_exact_greedy():
+    """With every point in each neighbourhood the local saving is the saving: same choices."""
+    P, w = weighted_points(4)
+    order, *tree, _ = build_ball_tree(P)
+    pts, M = np.ascontiguousarray(P[order]), len(P)
+    nbr, dist = np.empty((M, M), dtype=np.int32), np.empty((M, M))
+    tree_neighbours(*tree, pts, np.arange(M), M, 0, M, nbr, dist)
+    key = stream_key(4, 8)
+    local, _ = greedy_kmeanspp_tree(*tree, pts, w[order], 15, 6, key, nbr, dist * dist)
+    exact, _ = greedy_kmeanspp_tree(*tree, pts, w[order], 15, 6, key, *exact_gains(M))
+    np.testing.assert_array_equal(local, exact)
+
+
+def test_dense_neighbours_match_brute_force():
+    from daskclust.kernels.dense import dense_neighbours
+
+    P, _ = weighted_points(6, n=2500, dim=5)  # more rows than a tile
+    idx, d2, n_dist = dense_neighbours(P, 6)
+    D2 = sq_distances(P, P)
+    np.testing.assert_array_equal(idx[:, 0], np.arange(len(P)))
+    np.testing.assert_array_equal(np.sort(idx[:, 1:], 1), np.sort(np.argsort(D2, 1, kind="stable")[:, 1:6], 1))
+    np.testing.assert_allclose(d2, np.take_along_axis(D2, idx.astype(np.int64), 1), rtol=1e-9, atol=1e-9)
+    assert n_dist == len(P) ** 2
 
 
 def test_ball_tree_nodes_bound_their_points():

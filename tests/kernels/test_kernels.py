@@ -140,12 +140,17 @@ def test_sampling_kernels_respect_mass():
     assert abs((rows == 1).sum() / 2000 - 0.5) < 0.05 and (rows == 2).sum() == 2000
 
 
+def exact_gains(n_points):
+    """The neighbourhood arrays of the tree kernel that make it count every saving exactly."""
+    return np.empty((n_points, 0), dtype=np.int32), np.empty((n_points, 0))
+
+
 def test_greedy_kmeanspp_finds_separated_groups():
     rng = np.random.default_rng(4)
     centres = np.arange(8)[:, None] * np.array([[100.0, 0.0]])
     P = np.repeat(centres, 20, axis=0) + rng.standard_normal((160, 2))
     order, *tree, _ = build_ball_tree(P)
-    chosen, _ = greedy_kmeanspp_tree(*tree, P[order], np.ones(160), 8, 4, stream_key(1))
+    chosen, _ = greedy_kmeanspp_tree(*tree, P[order], np.ones(160), 8, 4, stream_key(1), *exact_gains(160))
     assert len(set((order[chosen] // 20).tolist())) == 8
 
 
@@ -155,7 +160,8 @@ def test_greedy_kmeanspp_weights_steer_the_choice():
     P = np.array([[0.0, 0.0], [0.1, 0.0], [50.0, 0.0], [500.0, 0.0]])
     w = np.array([1000.0, 1000.0, 1.0, 0.0])
     order, *tree, _ = build_ball_tree(P, leaf_size=1)
-    picks = [order[greedy_kmeanspp_tree(*tree, P[order], w[order], 2, 3, stream_key(s))[0]] for s in range(30)]
+    picks = [order[greedy_kmeanspp_tree(*tree, P[order], w[order], 2, 3, stream_key(s), *exact_gains(4))[0]]
+             for s in range(30)]
     assert all(3 not in p for p in picks)
     assert sum(p[0] in (0, 1) for p in picks) >= 28
 
