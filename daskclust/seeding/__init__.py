@@ -36,8 +36,17 @@ import numpy as np
 
 from ..data.ranges import check_not_too_small
 from ..errors import InvalidDataError, InvalidParameterError
-from .methods import afkmc2, assign, first_draw_rows, kmeans_parallel, kmeanspp, random_rows, round_sample_rate
-from .passes import DrawOp, FirstPassOp, RelabelOp
+from .methods import (
+    afkmc2,
+    assign,
+    first_draw_rows,
+    kmeans_parallel,
+    kmeanspp,
+    random_rows,
+    round_sample_rate,
+    spatial_order,
+)
+from .passes import DrawOp, FirstPassOp
 
 SEEDINGS = {
     "k-means||": kmeans_parallel,
@@ -100,35 +109,11 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
         name = init
     else:
         name = "array"
-        centres, qe, W, n_dist = assign(engine, init, seed)
+        centres, qe, W, n_dist = assign(engine, init, seed, renumber=False)  # the caller's numbering is kept
     sigma2 = float(qe) / (data.n_features * float(W))
-    if name != "array":  # a drawn seeding's numbering is arbitrary: make it spatial (the caller's is kept)
-        order = spatial_order(centres)
-        engine.map_reduce(RelabelOp(np.argsort(order).astype(np.int32)))
-        centres = centres[order]
     W_all, _, ss = first["moments"]
     return SeedResult(np.ascontiguousarray(centres, dtype=np.float64), sigma2, time.perf_counter() - t0,
                       int(n_dist), name, float(ss.mean() / W_all))
 
 
-def spatial_order(centres: np.ndarray, leaf: int = 8) -> np.ndarray:
-    """A numbering of the centres in which near centres get near numbers (kd-tree leaf order:
-    split at the median of the widest coordinate, recursively).
-
-    Neighbourhoods G_c then point to nearby memory, so the E-step kernels touch
-    few cache lines per point; the numbering of clusters is otherwise arbitrary.
-    """
-    out = []
-    stack = [np.arange(len(centres))]
-    while stack:
-        idx = stack.pop()
-        if len(idx) <= leaf:
-            out.append(idx)
-            continue
-        pts = centres[idx]
-        dim = int(np.argmax(pts.max(axis=0) - pts.min(axis=0)))
-        order = np.argsort(pts[:, dim], kind="stable")
-        half = len(idx) // 2
-        stack.append(idx[order[half:]])
-        stack.append(idx[order[:half]])
-    return np.concatenate(out)
+__all__ = ["SEEDINGS", "SeedResult", "check_init", "seed", "spatial_order"]

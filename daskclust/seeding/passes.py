@@ -497,23 +497,6 @@ class MapLabelsOp:
     merge = staticmethod(add_arrays)
 
 
-@dataclass
-class RelabelOp:
-    """seed_label = new_of_old[seed_label]: the seeds renumbered (see ``spatial_order``)."""
-
-    new_of_old: np.ndarray
-    reads_rows = False
-
-    def new_acc(self):
-        return {"rows": np.zeros(1)}
-
-    def run(self, chunk: Chunk, acc) -> None:
-        chunk.state[STATE_SEED_LABEL] = self.new_of_old[chunk.state[STATE_SEED_LABEL]]
-        acc["rows"][0] += chunk.n_rows
-
-    merge = staticmethod(add_arrays)
-
-
 def _drop_seeding_state(chunk: Chunk) -> None:
     for name in ("mind2", "label", "afk_d2", *SAMPLE_STATE):
         chunk.state.pop(name, None)
