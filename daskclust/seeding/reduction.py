@@ -151,8 +151,9 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
     (:mod:`daskclust.kernels.balltree`), drawing over the tree's order of the points. With matrix products (``dense``: many dimensions,
     where d^2 varies little, all points of a blob being about sqrt(2 D) sigma
     apart) the draws rarely land in the last uncovered clusters, so the last
-    ``exact_tail`` fraction of the steps takes the point of largest gain among
-    all, evaluated lazily: gains only shrink as centres are added, so stale gains
+    ``exact_tail`` fraction of the steps takes the point of largest saving among
+    all: of largest local saving with ``neighbours``; otherwise of largest saving,
+    evaluated lazily: savings only shrink as centres are added, so stale ones
     are upper bounds and only the ``batch`` largest are recomputed until the best
     recomputed one beats every stale bound.
     """
@@ -209,6 +210,8 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
         n_dist += n_nbr
     if n_sampled == n_clusters:
         return chosen, n_dist
+    if K:
+        return _local_tail(P, w, chosen, n_sampled, nbr, nd2, d2, take, n_dist)
     stale = np.concatenate([gains_of(np.arange(s, min(s + 1024, M)))[0] for s in range(0, M, 1024)])
     n_dist += M * M
     taken = np.zeros(M, dtype=bool)
@@ -230,6 +233,24 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
         stale[top[best]] = -np.inf
         taken[top[best]] = True
         take(k, top[best], G[best])
+    return chosen, n_dist
+
+
+def _local_tail(P, w, chosen, n_sampled, nbr, nd2, d2, take, n_dist):
+    """The last greedy steps with matrix products and neighbourhoods: each takes the point of largest
+    local saving among all points not yet chosen (M K lookups a step)."""
+    M, K = nbr.shape
+    taken = np.zeros(M, dtype=bool)
+    taken[chosen[:n_sampled]] = True
+    everyone = np.arange(M)
+    gains = np.empty(M)
+    for k in range(n_sampled, len(chosen)):
+        local_gains(everyone, nbr, nd2, w, d2, gains)
+        gains[taken] = -np.inf
+        best = int(np.argmax(gains))
+        taken[best] = True
+        take(k, best, P @ P[best])
+        n_dist += M * K + M
     return chosen, n_dist
 
 

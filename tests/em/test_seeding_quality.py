@@ -122,6 +122,20 @@ def test_dense_exact_tail_takes_the_largest_gain():
         np.testing.assert_allclose(gains[chosen[k]], gains.max(), rtol=1e-9)
 
 
+def test_dense_tail_with_neighbourhoods_takes_the_largest_local_saving():
+    """With neighbourhoods the exact tail takes the unchosen point of largest local saving."""
+    P, w = weighted_points(3, n=200, dim=16, groups=20)
+    k = 6
+    chosen, _ = greedy_kmeanspp(P, w, 20, 3, stream_key(3), dense=True, exact_tail=0.25, neighbours=k)
+    D2 = sq_distances(P, P)
+    near = np.argsort(D2, 1, kind="stable")[:, :k]
+    for step in range(15, 20):
+        d2 = D2[chosen[:step]].min(0)
+        local = np.array([(w[near[p]] * np.maximum(d2[near[p]] - D2[p, near[p]], 0.0)).sum() for p in range(len(P))])
+        local[chosen[:step]] = -np.inf
+        np.testing.assert_allclose(local[chosen[step]], local.max(), rtol=1e-9)
+
+
 def test_weighted_means_and_lloyd_match_numpy():
     P, w = weighted_points(4, n=200, dim=3)
     labels = np.random.default_rng(0).integers(0, 7, len(P)).astype(np.int32)
