@@ -71,8 +71,10 @@ def build_ball_tree(points, leaf_size=LEAF_SIZE):
         values = np.empty(b - a)
         for i in range(a, b):
             values[i - a] = points[order[i], widest]
-        order[a:b] = order[a:b][np.argsort(values, kind="mergesort")]
         mid = (a + b) // 2
+        members = order[a:b].copy()
+        _select(values, members, mid - a)
+        order[a:b] = members
         left[n] = n_nodes
         lo[n_nodes], hi[n_nodes] = a, mid
         lo[n_nodes + 1], hi[n_nodes + 1] = mid, b
@@ -95,6 +97,34 @@ def build_ball_tree(points, leaf_size=LEAF_SIZE):
         radius[n] = np.sqrt(radius[n])
         n_dist += count
     return order, lo[:n_nodes], hi[:n_nodes], left[:n_nodes], centre, radius, n_dist
+
+
+@njit(nogil=True)
+def _select(keys, items, k):
+    """Reorder ``keys`` and ``items`` alike so that keys[k] is the k-th smallest key, no key before it
+    larger and none after it smaller (Hoare's selection with a median-of-three pivot: O(n) expected,
+    where sorting the node was O(n log n)). IN/OUT: keys, items."""
+    lo, hi = 0, keys.shape[0] - 1
+    while lo < hi:
+        a, b, c = keys[lo], keys[(lo + hi) >> 1], keys[hi]
+        pivot = max(min(a, b), min(max(a, b), c))
+        i, j = lo, hi
+        while i <= j:
+            while keys[i] < pivot:
+                i += 1
+            while keys[j] > pivot:
+                j -= 1
+            if i <= j:
+                keys[i], keys[j] = keys[j], keys[i]
+                items[i], items[j] = items[j], items[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return
 
 
 @njit(nogil=True)

@@ -98,8 +98,10 @@ def test_dense_neighbours_match_brute_force():
 
 def test_ball_tree_nodes_bound_their_points():
     """Every node's radius covers its points around its centre (the mean), children split their
-    parent's range, and leaves hold at most leaf_size points."""
+    parent's range at the median of its widest coordinate, and leaves hold at most leaf_size points
+    (with repeated coordinates too)."""
     P, _ = weighted_points(5, n=500, dim=3)
+    P[::3, 0] = np.round(P[::3, 0])  # ties at the medians
     order, lo, hi, left, centre, radius, _ = build_ball_tree(P, 7)
     for n in range(len(lo)):
         pts = P[order[lo[n]:hi[n]]]
@@ -107,6 +109,9 @@ def test_ball_tree_nodes_bound_their_points():
         assert np.sqrt(((pts - centre[n]) ** 2).sum(1)).max() <= radius[n] * (1 + 1e-12)
         if left[n] >= 0:
             assert left[n] > n and (lo[left[n]], hi[left[n]], hi[left[n] + 1]) == (lo[n], lo[left[n] + 1], hi[n])
+            widest = np.argmax(pts.max(0) - pts.min(0))  # split at the median of the widest coordinate
+            below, above = P[order[lo[n]:hi[left[n]]], widest], P[order[lo[left[n] + 1]:hi[n]], widest]
+            assert len(below) == (hi[n] - lo[n]) // 2 and below.max() <= above.min()
         else:
             assert hi[n] - lo[n] <= 7
 
