@@ -31,16 +31,17 @@ def weighted_sum(w, values):
 
 
 @njit(nogil=True, cache=True)
-def bernoulli_sample(key, w, mind2, scale):
+def bernoulli_sample(key, w, mind2, scale, ids):
     """Rows kept independently with probability min(1, scale * w_i * mind2_i) (k-means|| oversampling).
 
-    Returns the kept row indices (int64). Draw i of stream ``key`` decides row i.
+    Returns the kept row indices (int64). Draw ids[i] of stream ``key`` decides row i (a row's place
+    in the source, so that the rows' order on the worker does not change the draws).
     """
     keep = np.empty(mind2.shape[0], dtype=np.int64)
     k = 0
     for i in range(mind2.shape[0]):
         wi = w[i] if w.shape[0] > 0 else 1.0
-        if uniform(key, i) < scale * wi * mind2[i]:
+        if uniform(key, ids[i]) < scale * wi * mind2[i]:
             keep[k] = i
             k += 1
     return keep[:k]
@@ -195,3 +196,26 @@ def weighted_means(P, wts, labels, centres):
                 centres[c, j] = value
             moved += changed
     return moved
+
+
+MORTON_BITS = 21
+"""Bits per coordinate of a Morton key (3 coordinates fill 63 bits)."""
+
+
+@njit(nogil=True, cache=True)
+def morton_keys(X, dims, lo, inv_step, out):
+    """out[i] = the Morton key of row i: the bits of its cells along the coordinates ``dims`` (at
+    most 3; cell = floor((x - lo) * inv_step), clipped to [0, 2^MORTON_BITS)) interleaved, so that
+    rows sorted by key walk space along a Z-shaped curve and near rows mostly sit near each other.
+    OUT: out (uint64)."""
+    top = (1 << MORTON_BITS) - 1
+    n_dims = dims.shape[0]
+    for i in range(X.shape[0]):
+        key = np.uint64(0)
+        for j in range(n_dims):
+            cell = (X[i, dims[j]] - lo[j]) * inv_step[j]
+            q = 0 if not cell > 0.0 else (top if cell >= top else int(cell))
+            for b in range(MORTON_BITS):
+                if (q >> b) & 1:
+                    key |= np.uint64(1) << np.uint64(b * n_dims + j)
+        out[i] = key

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..kernels.rng import stream_key
 from ..kernels.seeding import afkmc2_chains
-from ..names import STREAM_AFKMC2_CHAINS, STREAM_AFKMC2_SPLIT, STREAM_KMEANSPP
+from ..names import STATE_SPATIAL_KEY, STREAM_AFKMC2_CHAINS, STREAM_AFKMC2_SPLIT, STREAM_KMEANSPP
 from .passes import (
     AssignOp,
     BernoulliOp,
@@ -20,8 +20,10 @@ from .passes import (
     NearestUpdateOp,
     ProposalDrawOp,
     ProposalMassOp,
+    SpatialKeyOp,
     drawn_rows,
     pruning_test,
+    spatial_grid,
 )
 from .reduction import greedy_kmeanspp, kmeanspp_trials, reduce_candidates
 
@@ -183,7 +185,9 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, sample_r
     that exceeds a budget (``dense_rows``), and then the uniform sample the first
     pass kept (``sample_rate`` < 1, weights scaled up), reading no rows. The
     first pass's probe of PROBE_ROWS rows decides how they search: ball trees where
-    the triangle inequality prunes; otherwise matrix products. The
+    the triangle inequality prunes (the rows of persisted chunks sorted in space
+    order first, ``SpatialKeyOp``, when the rounds see every row); otherwise
+    matrix products. The
     last pass gives each candidate the mass of the rows nearest to it (exact
     counts when the rounds saw every row, else their unbiased estimate); the
     weighted candidates are reduced to C centres by k-means on the driver
@@ -195,6 +199,9 @@ def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, sample_r
     """
     D = engine.data.n_features
     dense, n_dist = pruning_test(probe["X"], seed)
+    if not dense and sample_rate >= 1.0 and engine.persisted:  # rows in space order for the tree searches
+        engine.map_reduce(SpatialKeyOp(*spatial_grid(probe["X"])))
+        engine.reorder(STATE_SPATIAL_KEY)
     cands = probe["X"][np.argmin(probe["key"])][None, :]  # the first draw: a row drawn in proportion to w
     ell = oversampling_factor * n_clusters
     common = {"n_features": D, "rate": sample_rate, "seed": seed}  # each update pass also draws the next round's rows

@@ -134,7 +134,7 @@ def test_sampling_kernels_respect_mass():
     assert np.isinf(keys[:, 0]).all()
     first = keys.argmin(1)
     assert abs((first == 2).mean() - 0.75) < 0.03
-    kept = bernoulli_sample(stream_key(3), np.empty(0), np.array([0.0, 0.5, 10.0] * 2000), 1.0)
+    kept = bernoulli_sample(stream_key(3), np.empty(0), np.array([0.0, 0.5, 10.0] * 2000), 1.0, np.arange(6000))
     rows = kept % 3
     assert (rows != 0).all()
     assert abs((rows == 1).sum() / 2000 - 0.5) < 0.05 and (rows == 2).sum() == 2000
@@ -143,6 +143,22 @@ def test_sampling_kernels_respect_mass():
 def exact_gains(n_points):
     """The neighbourhood arrays of the tree kernel that make it count every saving exactly."""
     return np.empty((n_points, 0), dtype=np.int32), np.empty((n_points, 0))
+
+
+def test_morton_keys_interleave_the_cells_bits():
+    from daskclust.kernels.seeding import MORTON_BITS, morton_keys
+
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-5, 5, (300, 4))
+    X[0, 1], X[1, 3] = -50.0, 50.0  # outside the grid: clipped to its first and last cell
+    dims, lo, inv_step = np.array([1, 3]), np.array([-5.0, -5.0]), np.array([1e5, 1e5])
+    keys = np.empty(len(X), dtype=np.uint64)
+    morton_keys(X, dims, lo, inv_step, keys)
+    top = (1 << MORTON_BITS) - 1
+    for x, key in zip(X, keys):
+        cells = [min(top, max(0, int(np.floor((x[d] - lo[j]) * inv_step[j])))) for j, d in enumerate(dims)]
+        expected = sum(((c >> b) & 1) << (b * 2 + j) for j, c in enumerate(cells) for b in range(MORTON_BITS))
+        assert int(key) == expected
 
 
 def test_greedy_kmeanspp_finds_separated_groups():
