@@ -150,11 +150,16 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             A DataArray must be 2-D, with any dimension names: the first is the
             samples, the second the features (a (time, y, x, band) cube becomes
             ``cube.stack(sample=("time", "y", "x")).transpose("sample", "band")``).
+            Or a :class:`~daskclust.PlacedData` (:func:`daskclust.persist`): data
+            placed once for many fits, on its own cluster; the fit gives the model
+            a fit on its input gives with the same cluster and chunking.
         y : ignored
         sample_weight : array-like of shape (n_samples,), optional
+            Not with placed data, which carry their weights.
         client : distributed.Client, optional
             Cluster to run on; default ``scheduler_address``, else the active
-            client, else an embedded LocalCluster closed after the fit.
+            client, else an embedded LocalCluster closed after the fit. With placed
+            data, their cluster (a client of another one is refused).
         checkpoint : str or PathLike, optional
             Directory (local or URL every worker reaches) where the fit saves a
             checkpoint every ``checkpoint_every`` iterations (see
@@ -180,8 +185,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         With ``n_init > 1`` the fit runs ``n_init`` times, seeded with
         :func:`derive_seeds` of the fit's seed, and keeps the run with the
         highest final free energy (``seed_`` is its seed; a fit with
-        ``random_state=seed_`` and ``n_init=1`` gives the same model); every run
-        loads the data anew, and ``callback`` sees the rows of every run.
+        ``random_state=seed_`` and ``n_init=1`` gives the same model); the runs
+        share the data's placement, and ``callback`` sees the rows of every run.
 
         With ``coreset=m`` the fit draws m weighted rows, fits on them as above
         (every ``n_init`` run on the coreset) and then runs once on the full
@@ -336,7 +341,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         it can, :class:`~daskclust.seeding.passes.NearestIndex`).
 
         numpy input gives a numpy array, lazy input (dask, zarr, path) a dask
-        array. A 2-D DataArray gives a DataArray named "labels" along its first
+        array; placed data (:func:`daskclust.persist`) what their input gives,
+        in their chunks. A 2-D DataArray gives a DataArray named "labels" along its first
         (sample) dimension with its coordinates, a stacked MultiIndex included
         (``labels.unstack("sample")`` gives back the grid the samples were stacked
         from), backed by numpy or by a lazy dask array as the input is. With
