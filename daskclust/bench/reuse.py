@@ -1,0 +1,133 @@
+"""A sweep of fits on the same data: each fit given the data (connected, checked, placed and validated
+again), against the data placed once for all of them (:func:`daskclust.persist`).
+
+The sweep: KMeans at C = 64, 256 and 1024 and GaussianMixture, spherical and diag, at C = 256 (every
+fit ``random_state=0``, ``max_iter=10``), on the BIRCH grid of 1024 clusters (N = 409,600, D = 2) in
+memory and in a zarr store (chunks of 25,600 rows). Two clusters: the suite's (2 worker processes of
+one thread, given to every fit as ``client``), and none, where each fit starts an embedded cluster
+(or the handle starts one for the sweep), run in a fresh Python process as a script runs (the
+suite's process has a default client). The two arms alternate, ``REPEATS`` sweeps each; the table
+shows medians.
+
+Columns: the whole sweep's seconds (the placed arm's include ``persist`` and closing the handle);
+``persist``; the start-up of a fit, the median over the sweep's fits of its wall time outside its
+seeding and iterations (connecting or starting a cluster, opening and checking the input, placing
+the chunks, and computing ``labels_`` after the fit, the same in both arms; validating and hashing
+the chunks happens in the seeding's first pass of a fit given the data, and in ``persist`` for the
+placed arm); the fixed cost saved per fit, (given - placed sweep) / fits, ``persist`` counted; and
+whether every model of the placed arm equals the given arm's (centres bit for bit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from .. import GaussianMixture, KMeans, persist
+from .data import birch_array
+from .runner import Table
+
+COMMAND = "daskclust bench --suite reuse"
+CLUSTER = {"n_workers": 2, "threads_per_worker": 1}
+SWEEP = (("kmeans", 64), ("kmeans", 256), ("kmeans", 1024), ("spherical", 256), ("diag", 256))
+MAX_ITER = 10
+REPEATS = 2
+GRID_CLUSTERS, POINTS = 1024, 400
+ZARR_ROWS = 25_600
+
+
+def estimators(sweep=SWEEP, max_iter: int = MAX_ITER):
+    """The sweep's estimators, fresh."""
+    for kind, C in sweep:
+        if kind == "kmeans":
+            yield KMeans(C, random_state=0, max_iter=max_iter)
+        else:
+            yield GaussianMixture(C, covariance_type=kind, random_state=0, max_iter=max_iter)
+
+
+def run_sweep(X, client, placed: bool, sweep=SWEEP, max_iter: int = MAX_ITER) -> dict:
+    """One sweep over ``X`` on ``client`` (None: embedded clusters), each fit given ``X`` or all of them
+    a handle placed first: its seconds, persist's, the fits' median start-up, a digest of each model."""
+    t0 = time.perf_counter()
+    with persist(X, client=client) if placed else nullcontext(X) as data:
+        placing = time.perf_counter() - t0
+        startups, digests = [], []
+        for estimator in estimators(sweep, max_iter):
+            t = time.perf_counter()
+            estimator.fit(data, client=None if placed else client)
+            wall = time.perf_counter() - t
+            startups.append(wall - estimator.seeding_time_ - sum(row["seconds"] for row in estimator.history_))
+            digests.append(hashlib.sha256(np.ascontiguousarray(estimator.centres_).tobytes()).hexdigest())
+    return {"seconds": time.perf_counter() - t0, "persist": placing if placed else 0.0,
+            "startup": float(np.median(startups)), "models": digests}
+
+
+def sweep_alone(source: str, placed: bool, sweep, max_iter: int) -> dict:
+    """:func:`run_sweep` without a cluster, in a fresh process (``python -m daskclust.bench.reuse``) on
+    ``source``, an .npy file (read into memory) or a zarr store."""
+    settings = json.dumps({"source": source, "placed": placed, "sweep": sweep, "max_iter": max_iter})
+    out = subprocess.run([sys.executable, "-m", "daskclust.bench.reuse", settings], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run(client, X: np.ndarray | None = None, sweep=SWEEP, repeats: int = REPEATS, max_iter: int = MAX_ITER) -> Table:
+    """The suite's table; ``X`` (default the BIRCH grid), ``sweep``, ``repeats`` and ``max_iter`` smaller in tests."""
+    X = birch_array(GRID_CLUSTERS, points=POINTS)[0] if X is None else X
+    n_fits = len(sweep)
+    table = Table(f"A sweep of {n_fits} fits on the same data: given to each fit, or placed once (daskclust.persist)",
+                  ["data", "cluster", "data given to", "sweep (s)", "persist (s)", "start-up per fit (s)",
+                   "saved per fit (s)", "same models"])
+    with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "X.npy", X)
+        store = zarr.create_array(str(Path(tmp) / "X.zarr"), shape=X.shape, chunks=(min(ZARR_ROWS, len(X)), X.shape[1]),
+                                  dtype=X.dtype)
+        store[:] = X
+        for name, source, alone in (("in memory", X, str(Path(tmp) / "X.npy")),
+                                    ("zarr store", str(Path(tmp) / "X.zarr"), str(Path(tmp) / "X.zarr"))):
+            for cluster, one_sweep in (
+                    ("2 workers, given", lambda placed, s=source: run_sweep(s, client, placed, sweep, max_iter)),
+                    ("none: embedded", lambda placed, s=alone: sweep_alone(s, placed, sweep, max_iter))):
+                runs = {False: [], True: []}
+                for _ in range(repeats):
+                    for placed in (False, True):
+                        runs[placed].append(one_sweep(placed))
+                given, placed = ({k: float(np.median([r[k] for r in runs[arm]])) for k in ("seconds", "persist", "startup")}
+                                 for arm in (False, True))
+                same = all(r["models"] == runs[False][0]["models"] for arm in runs.values() for r in arm)
+                table.rows.append([name, cluster, "each fit", given["seconds"], "-", given["startup"], "-", "-"])
+                table.rows.append([name, cluster, "persist, once", placed["seconds"], placed["persist"],
+                                   placed["startup"], (given["seconds"] - placed["seconds"]) / n_fits,
+                                   "yes" if same else "NO"])
+    fits = "; ".join(f"{'KMeans' if kind == 'kmeans' else 'GaussianMixture ' + kind} C = {C}" for kind, C in sweep)
+    table.notes.append(f"sweep: {fits}; max_iter = {max_iter}, random_state = 0; N = {len(X):,}, D = {X.shape[1]}; "
+                       f"medians of {repeats} sweeps per arm, the arms alternating")
+    table.notes.append("start-up per fit: median over the fits of the wall time outside seeding and iterations "
+                       "(connect or start a cluster, open and check the input, place the chunks, labels_ after the "
+                       "fit); a fit given the data validates and hashes its chunks in its seeding's first pass, "
+                       "persist once for all")
+    table.notes.append("saved per fit: (sweep given - sweep placed) / fits, persist and closing the handle counted; "
+                       "same models: every placed fit's centres equal the given fit's, bit for bit")
+    return table
+
+
+def main(settings: str) -> None:
+    """``python -m daskclust.bench.reuse SETTINGS``: one sweep without a cluster, printed as JSON."""
+    given = json.loads(settings)
+    source = given["source"]
+    X = np.load(source) if source.endswith(".npy") else source
+    sweep = [tuple(fit) for fit in given["sweep"]]
+    print(json.dumps(run_sweep(X, None, given["placed"], sweep, given["max_iter"])))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
