@@ -142,18 +142,22 @@ class PlacedData:
     # ---------------------------------------------------------------- what the handle holds
     @property
     def n_samples(self) -> int:
+        """Rows."""
         return self.data.n_samples
 
     @property
     def n_features(self) -> int:
+        """Features per row."""
         return self.data.n_features
 
     @property
     def n_chunks(self) -> int:
+        """Row chunks (the engine's, fixed at placement)."""
         return self.data.n_chunks
 
     @property
     def dtype(self):
+        """The rows' float dtype (float32 or float64)."""
         return self.data.dtype
 
     @property
@@ -177,6 +181,7 @@ class PlacedData:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
         return self._closed
 
     def __repr__(self) -> str:

@@ -226,6 +226,16 @@ def test_coreset_sketch_and_cell_fits_on_placed_data(client, data, placed):
         assert untimed(on_placed.history_) == untimed(on_input.history_)
 
 
+def test_a_sketch_store_written_from_placed_data(client, data, placed, tmp_path):
+    on_placed = daskclust.SketchedGaussianMixture(8, n_kept=1, random_state=1, max_iter=10).fit(
+        placed, sketch_output=tmp_path / "a.zarr")
+    on_input = daskclust.SketchedGaussianMixture(8, n_kept=1, random_state=1, max_iter=10).fit(
+        data, client=client, sketch_output=tmp_path / "b.zarr")
+    np.testing.assert_array_equal(on_placed.means_, on_input.means_)
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "a.zarr"))["values"][:],
+                                  zarr.open_group(str(tmp_path / "b.zarr"))["values"][:])
+
+
 def test_checkpoints_on_placed_data(client, data, tmp_path):
     common = dict(random_state=3, init="random", n_init=1, tol=0, max_iter=10)
     plain = daskclust.KMeans(16, **common).fit(data, client=client)
@@ -241,6 +251,11 @@ def test_checkpoints_on_placed_data(client, data, tmp_path):
     assert_same_model(plain, resumed)
     on_input = daskclust.KMeans(16, **common).fit(data, client=client, resume=tmp_path / "run")  # a handle's checkpoint
     assert_same_model(plain, on_input)
+    with pytest.raises(Interrupt):  # and the other way round
+        daskclust.KMeans(16, callback=interrupt_at(6), **common).fit(data, client=client, checkpoint=tmp_path / "own",
+                                                                     checkpoint_every=2)
+    with daskclust.persist(data, client=client) as handle:
+        assert_same_model(plain, daskclust.KMeans(16, **common).fit(handle, resume=tmp_path / "own"))
 
 
 def test_bad_values_are_refused_by_persist(client, data):
