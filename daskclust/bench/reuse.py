@@ -1,13 +1,14 @@
 """A sweep of fits on the same data: each fit given the data (connected, checked, placed and validated
 again), against the data placed once for all of them (:func:`daskclust.persist`).
 
-The sweep: KMeans at C = 64, 256 and 1024 and GaussianMixture, spherical and diag, at C = 256 (every
-fit ``random_state=0``, ``max_iter=10``), on the BIRCH grid of 1024 clusters (N = 409,600, D = 2) in
-memory and in a zarr store (chunks of 25,600 rows). Two clusters: the suite's (2 worker processes of
-one thread, given to every fit as ``client``), and none, where each fit starts an embedded cluster
-(or the handle starts one for the sweep), run in a fresh Python process as a script runs (the
-suite's process has a default client). The two arms alternate, ``REPEATS`` sweeps each; the table
-shows medians.
+The realistic sweep: KMeans at C = 64, 256 and 1024 and GaussianMixture, spherical and diag, at C = 256
+(every fit ``random_state=0``, ``max_iter=10``); the minimal one: eight KMeans fits at C = 2 with one
+M-step, whose time is mostly the fixed costs; on the BIRCH grid of 1024 clusters (N = 409,600, D = 2)
+in memory and in a zarr store (chunks of 25,600 rows). Two clusters: the suite's (2 worker processes of
+one thread, given to every fit as ``client``), and, for the minimal sweep, none, where each fit starts
+an embedded cluster (or the handle starts one for the sweep), run in a fresh Python process as a
+script runs (the suite's process has a default client). The two arms alternate, ``REPEATS`` sweeps each (3 of the
+minimal one); the table shows medians.
 
 Columns: the whole sweep's seconds (the placed arm's include ``persist`` and closing the handle);
 ``persist``; the start-up of a fit, the median over the sweep's fits of its wall time outside its
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -33,6 +35,7 @@ import numpy as np
 import zarr
 
 from .. import GaussianMixture, KMeans, persist
+from ..errors import ConvergenceWarning
 from .data import birch_array
 from .runner import Table
 
@@ -41,6 +44,9 @@ CLUSTER = {"n_workers": 2, "threads_per_worker": 1}
 SWEEP = (("kmeans", 64), ("kmeans", 256), ("kmeans", 1024), ("spherical", 256), ("diag", 256))
 MAX_ITER = 10
 REPEATS = 2
+MINIMAL = (("kmeans", 2),) * 8
+"""Fits that cost little besides their fixed costs: what a fit saves on placed data, nearly alone."""
+SWEEPS = (("realistic", SWEEP, MAX_ITER, REPEATS, False), ("minimal", MINIMAL, 1, 3, True))
 GRID_CLUSTERS, POINTS = 1024, 400
 ZARR_ROWS = 25_600
 
@@ -63,7 +69,9 @@ def run_sweep(X, client, placed: bool, sweep=SWEEP, max_iter: int = MAX_ITER) ->
         startups, digests = [], []
         for estimator in estimators(sweep, max_iter):
             t = time.perf_counter()
-            estimator.fit(data, client=None if placed else client)
+            with warnings.catch_warnings():  # max_iter stops the mixtures early on purpose
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                estimator.fit(data, client=None if placed else client)
             wall = time.perf_counter() - t
             startups.append(wall - estimator.seeding_time_ - sum(row["seconds"] for row in estimator.history_))
             digests.append(hashlib.sha256(np.ascontiguousarray(estimator.centres_).tobytes()).hexdigest())
@@ -80,37 +88,30 @@ def sweep_alone(source: str, placed: bool, sweep, max_iter: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(client, X: np.ndarray | None = None, sweep=SWEEP, repeats: int = REPEATS, max_iter: int = MAX_ITER) -> Table:
-    """The suite's table; ``X`` (default the BIRCH grid), ``sweep``, ``repeats`` and ``max_iter`` smaller in tests."""
+def run(client, X: np.ndarray | None = None, sweeps=SWEEPS) -> Table:
+    """The suite's table; ``X`` (default the BIRCH grid) and ``sweeps`` ((name, fits, max_iter, repeats,
+    whether on embedded clusters too) each) smaller in tests."""
     X = birch_array(GRID_CLUSTERS, points=POINTS)[0] if X is None else X
-    n_fits = len(sweep)
-    table = Table(f"A sweep of {n_fits} fits on the same data: given to each fit, or placed once (daskclust.persist)",
-                  ["data", "cluster", "data given to", "sweep (s)", "persist (s)", "start-up per fit (s)",
+    table = Table("A sweep of fits on the same data: given to each fit, or placed once (daskclust.persist)",
+                  ["sweep", "data", "cluster", "data given to", "sweep (s)", "persist (s)", "start-up per fit (s)",
                    "saved per fit (s)", "same models"])
     with tempfile.TemporaryDirectory() as tmp:
         np.save(Path(tmp) / "X.npy", X)
         store = zarr.create_array(str(Path(tmp) / "X.zarr"), shape=X.shape, chunks=(min(ZARR_ROWS, len(X)), X.shape[1]),
                                   dtype=X.dtype)
         store[:] = X
-        for name, source, alone in (("in memory", X, str(Path(tmp) / "X.npy")),
-                                    ("zarr store", str(Path(tmp) / "X.zarr"), str(Path(tmp) / "X.zarr"))):
-            for cluster, one_sweep in (
-                    ("2 workers, given", lambda placed, s=source: run_sweep(s, client, placed, sweep, max_iter)),
-                    ("none: embedded", lambda placed, s=alone: sweep_alone(s, placed, sweep, max_iter))):
-                runs = {False: [], True: []}
-                for _ in range(repeats):
-                    for placed in (False, True):
-                        runs[placed].append(one_sweep(placed))
-                given, placed = ({k: float(np.median([r[k] for r in runs[arm]])) for k in ("seconds", "persist", "startup")}
-                                 for arm in (False, True))
-                same = all(r["models"] == runs[False][0]["models"] for arm in runs.values() for r in arm)
-                table.rows.append([name, cluster, "each fit", given["seconds"], "-", given["startup"], "-", "-"])
-                table.rows.append([name, cluster, "persist, once", placed["seconds"], placed["persist"],
-                                   placed["startup"], (given["seconds"] - placed["seconds"]) / n_fits,
-                                   "yes" if same else "NO"])
-    fits = "; ".join(f"{'KMeans' if kind == 'kmeans' else 'GaussianMixture ' + kind} C = {C}" for kind, C in sweep)
-    table.notes.append(f"sweep: {fits}; max_iter = {max_iter}, random_state = 0; N = {len(X):,}, D = {X.shape[1]}; "
-                       f"medians of {repeats} sweeps per arm, the arms alternating")
+        for label, sweep, max_iter, repeats, embedded in sweeps:
+            for name, source, alone in (("in memory", X, str(Path(tmp) / "X.npy")),
+                                        ("zarr store", str(Path(tmp) / "X.zarr"), str(Path(tmp) / "X.zarr"))):
+                clusters = [("2 workers, given", lambda placed, s=source: run_sweep(s, client, placed, sweep, max_iter))]
+                if embedded:
+                    clusters.append(("none: embedded", lambda placed, s=alone: sweep_alone(s, placed, sweep, max_iter)))
+                for cluster, one_sweep in clusters:
+                    table.rows += compared(one_sweep, repeats, [label, name, cluster])
+            table.notes.append(f"{label} sweep: {described(sweep)}; max_iter = {max_iter}, random_state = 0; medians of "
+                               f"{repeats} sweeps per arm, the arms alternating")
+    table.notes.append(f"data: the BIRCH grid, N = {len(X):,}, D = {X.shape[1]}, in memory (numpy) or in a zarr store "
+                       f"(chunks of {ZARR_ROWS:,} rows)")
     table.notes.append("start-up per fit: median over the fits of the wall time outside seeding and iterations "
                        "(connect or start a cluster, open and check the input, place the chunks, labels_ after the "
                        "fit); a fit given the data validates and hashes its chunks in its seeding's first pass, "
@@ -118,6 +119,32 @@ def run(client, X: np.ndarray | None = None, sweep=SWEEP, repeats: int = REPEATS
     table.notes.append("saved per fit: (sweep given - sweep placed) / fits, persist and closing the handle counted; "
                        "same models: every placed fit's centres equal the given fit's, bit for bit")
     return table
+
+
+def described(sweep) -> str:
+    """The fits of ``sweep`` in words, repeats counted ("8 x KMeans C = 2")."""
+    names = [f"{'KMeans' if kind == 'kmeans' else 'GaussianMixture ' + kind} C = {C}" for kind, C in sweep]
+    groups = [[names[0], 0]]
+    for name in names:
+        if name != groups[-1][0]:
+            groups.append([name, 0])
+        groups[-1][1] += 1
+    return ", ".join(name if count == 1 else f"{count} x {name}" for name, count in groups)
+
+
+def compared(one_sweep, repeats: int, labels: list) -> list[list]:
+    """The two rows of one comparison: ``one_sweep(placed)`` for each arm, alternating, ``repeats`` times."""
+    runs = {False: [], True: []}
+    for _ in range(repeats):
+        for placed in (False, True):
+            runs[placed].append(one_sweep(placed))
+    given, placed = ({key: float(np.median([r[key] for r in runs[arm]])) for key in ("seconds", "persist", "startup")}
+                     for arm in (False, True))
+    same = all(r["models"] == runs[False][0]["models"] for arm in runs.values() for r in arm)
+    n_fits = len(runs[False][0]["models"])
+    return [[*labels, "each fit", given["seconds"], "-", given["startup"], "-", "-"],
+            [*labels, "persist, once", placed["seconds"], placed["persist"], placed["startup"],
+             (given["seconds"] - placed["seconds"]) / n_fits, "yes" if same else "NO"]]
 
 
 def main(settings: str) -> None:

@@ -12,12 +12,16 @@ from conftest import birch
 @pytest.mark.slow
 def test_the_suite_times_both_arms_and_checks_their_models(client):
     X = birch(9, points=100, seed=1)[0]
-    table = reuse.run(client, X, sweep=(("kmeans", 8), ("diag", 4)), repeats=1, max_iter=3)
-    assert [row[:3] for row in table.rows] == [[data, cluster, arm] for data in ("in memory", "zarr store")
+    table = reuse.run(client, X, sweeps=[("tiny", (("kmeans", 8), ("diag", 4)), 3, 1, True)])
+    assert [row[:4] for row in table.rows] == [["tiny", data, cluster, arm] for data in ("in memory", "zarr store")
                                                for cluster in ("2 workers, given", "none: embedded")
                                                for arm in ("each fit", "persist, once")]
     for given, placed in zip(table.rows[::2], table.rows[1::2]):
-        assert placed[7] == "yes"  # the placed fits' models are the given fits', bit for bit
-        assert placed[6] == (given[3] - placed[3]) / 2
-        assert 0 < placed[4] < placed[3] and given[5] > 0 and placed[5] > 0
-    assert "KMeans C = 8; GaussianMixture diag C = 4; max_iter = 3" in table.notes[0]
+        assert placed[8] == "yes"  # the placed fits' models are the given fits', bit for bit
+        assert placed[7] == (given[4] - placed[4]) / 2
+        assert 0 < placed[5] < placed[4] and given[6] > 0 and placed[6] > 0
+    assert "tiny sweep: KMeans C = 8, GaussianMixture diag C = 4; max_iter = 3" in table.notes[0]
+
+
+def test_a_sweep_is_described_with_its_repeats():
+    assert reuse.described((("kmeans", 2),) * 3 + (("diag", 4),)) == "3 x KMeans C = 2, GaussianMixture diag C = 4"
