@@ -18,8 +18,9 @@ import contextlib
 import threading
 
 from ..blas import one_blas_thread
-from ..data import as_chunked_data
+from ..data import as_chunked_data, open_zarr_array
 from ..data.chunking import row_bounds
+from ..data.sources import is_path_like
 from ..engine.cluster import connect
 from ..engine.engine import Engine
 from ..errors import InvalidDataError, InvalidParameterError, PlacedDataError
@@ -102,8 +103,11 @@ class PlacedData:
     data : ChunkedData
         The data as the engine reads them (chunk bounds, sources, weights).
     input, sample_weight
-        What :func:`persist` was given (outputs of ``predict`` follow ``input``; stores in it are
-        inputs no output may overlap).
+        What :func:`persist` was given (a path with ``array`` or ``storage_options``: the zarr array
+        it names, opened). Outputs of ``predict`` follow ``input``; no output may overlap its stores.
+    sources : tuple of dict or None
+        Where the rows and the weights are stored (``{"url", "array"}``, None in memory), as models
+        and checkpoints record them.
     client : distributed.Client
         The cluster the data are placed on.
     memory_budget : int or None
@@ -112,13 +116,13 @@ class PlacedData:
 
     def __init__(self, X, sample_weight=None, *, client=None, scheduler_address=None, security=None, chunk_rows=None,
                  memory_budget=None, array=None, storage_options=None, verbose=0):
-        self.data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, array=array,
-                                    storage_options=storage_options)
+        if is_path_like(X) and (array is not None or storage_options):  # the array itself: read again as opened
+            X = open_zarr_array(X, array, storage_options)
+        self.data = as_chunked_data(X, sample_weight, chunk_rows=chunk_rows, storage_options=storage_options)
         self.input = X
         self.sample_weight = sample_weight
         self.memory_budget = memory_budget
-        described = describe_source(self.data.source.array) if array is not None else describe_source(X)
-        self.sources = (described, describe_source(sample_weight))
+        self.sources = (describe_source(X), describe_source(sample_weight))
         self._lock = threading.Lock()
         self._closed = False
         self._stack = contextlib.ExitStack()

@@ -1,6 +1,7 @@
 """The runs of a fit: ``n_init`` of them, seeded with :func:`derive_seeds` of the fit's seed, the
 one with the highest final free energy kept (:func:`best_run`). The runs share one engine (the data
-placed on the workers once, :class:`SharedEngine`); each run seeds (or restores a checkpoint) and
+placed on the workers once, :class:`SharedEngine`; on placed data, the engine their handle keeps for
+many fits, :mod:`daskclust.fit.placed`); each run seeds (or restores a checkpoint) and
 iterates (:func:`run_once`); if a worker holding
 chunks dies, the run starts again on the remaining workers from its last checkpoint, or from the
 seeding without one -- every step being a deterministic function of the data, the seed and the

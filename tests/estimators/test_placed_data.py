@@ -121,6 +121,19 @@ def test_a_zarr_store_placed_or_streamed(client, data, tmp_path, budget):
         assert first.bytes_read_ >= data.nbytes  # every pass reads the store
 
 
+def test_an_array_named_in_a_zarr_group(client, data, tmp_path):
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    group.create_array("rows", shape=data.shape, chunks=(400, 2), dtype=data.dtype)[:] = data
+    group.create_array("other", shape=data.shape, chunks=(400, 2), dtype=data.dtype)[:] = data[::-1]
+    with daskclust.persist(str(tmp_path / "g.zarr"), client=client, array="rows") as handle:
+        on_placed = estimator("kmeans").fit(handle)
+        written = on_placed.predict(handle, output=tmp_path / "labels.zarr")
+    on_input = estimator("kmeans").fit(group["rows"], client=client)
+    assert_same_fit(on_placed, on_input)
+    assert on_placed.training_data_["source"]["array"] == "rows"
+    np.testing.assert_array_equal(written[:], on_input.predict(data))
+
+
 def test_weights_travel_with_the_placed_data(client, data):
     weights = np.random.default_rng(0).uniform(0.5, 2.0, len(data))
     with daskclust.persist(data, weights, client=client) as handle:
@@ -234,6 +247,20 @@ def test_a_sketch_store_written_from_placed_data(client, data, placed, tmp_path)
     np.testing.assert_array_equal(on_placed.means_, on_input.means_)
     np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "a.zarr"))["values"][:],
                                   zarr.open_group(str(tmp_path / "b.zarr"))["values"][:])
+
+
+def test_a_tree_store_of_placed_data(client, data, placed, tmp_path):
+    """Stores derived from the data record the handle's fingerprint: trees built on a handle are read by a
+    fit on its input, and refused for a handle of other data."""
+    trees = str(tmp_path / "trees")
+    on_placed = daskclust.CellGaussianMixture(8, random_state=1, max_iter=10, tree_store=trees).fit(placed)
+    on_input = daskclust.CellGaussianMixture(8, random_state=1, max_iter=10, tree_store=trees).fit(data, client=client)
+    np.testing.assert_array_equal(on_placed.means_, on_input.means_)
+    other = data.copy()
+    other[99, 1] += 0.5
+    with daskclust.persist(other, client=client) as changed:
+        with pytest.raises(InvalidParameterError, match="other data or settings: content"):
+            daskclust.CellGaussianMixture(8, random_state=1, tree_store=trees).fit(changed)
 
 
 def test_checkpoints_on_placed_data(client, data, tmp_path):
