@@ -10,12 +10,13 @@ an embedded cluster (or the handle starts one for the sweep), run in a fresh Pyt
 script runs (the suite's process has a default client). The two arms alternate, ``REPEATS`` sweeps each (3 of the
 minimal one); the table shows medians.
 
-Columns: the whole sweep's seconds (the placed arm's include ``persist`` and closing the handle);
-``persist``; the start-up of a fit, the median over the sweep's fits of its wall time outside its
+Columns: the whole sweep's seconds (the placed arm's include ``persist`` and closing the handle) and
+CPU seconds (the driver's and the workers', :func:`cpu_seconds`); ``persist``; the start-up of a fit, the median over the sweep's fits of its wall time outside its
 seeding and iterations (connecting or starting a cluster, opening and checking the input, placing
 the chunks, and computing ``labels_`` after the fit, the same in both arms; validating and hashing
 the chunks happens in the seeding's first pass of a fit given the data, and in ``persist`` for the
-placed arm); the fixed cost saved per fit, (given - placed sweep) / fits, ``persist`` counted; and
+placed arm); the fixed cost saved per fit, (given - placed sweep) / fits, ``persist`` counted, in
+wall-clock and CPU seconds; and
 whether every model of the placed arm equals the given arm's (centres bit for bit).
 """
 
@@ -32,6 +33,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
+import psutil
 import zarr
 
 from .. import GaussianMixture, KMeans, persist
@@ -63,7 +65,7 @@ def estimators(sweep=SWEEP, max_iter: int = MAX_ITER):
 def run_sweep(X, client, placed: bool, sweep=SWEEP, max_iter: int = MAX_ITER) -> dict:
     """One sweep over ``X`` on ``client`` (None: embedded clusters), each fit given ``X`` or all of them
     a handle placed first: its seconds, persist's, the fits' median start-up, a digest of each model."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_seconds(client)
     with persist(X, client=client) if placed else nullcontext(X) as data:
         placing = time.perf_counter() - t0
         startups, digests = [], []
@@ -75,8 +77,20 @@ def run_sweep(X, client, placed: bool, sweep=SWEEP, max_iter: int = MAX_ITER) ->
             wall = time.perf_counter() - t
             startups.append(wall - estimator.seeding_time_ - sum(row["seconds"] for row in estimator.history_))
             digests.append(hashlib.sha256(np.ascontiguousarray(estimator.centres_).tobytes()).hexdigest())
-    return {"seconds": time.perf_counter() - t0, "persist": placing if placed else 0.0,
-            "startup": float(np.median(startups)), "models": digests}
+    return {"seconds": time.perf_counter() - t0, "cpu": cpu_seconds(client) - cpu0,
+            "persist": placing if placed else 0.0, "startup": float(np.median(startups)), "models": digests}
+
+
+def cpu_seconds(client) -> float:
+    """CPU seconds (user and system) this process and ``client``'s worker processes have used (an
+    embedded cluster's workers are threads of this process)."""
+    workers = sum(client.run(_process_cpu).values()) if client is not None else 0.0
+    return _process_cpu() + workers
+
+
+def _process_cpu() -> float:
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
 
 
 def sweep_alone(source: str, placed: bool, sweep, max_iter: int) -> dict:
@@ -93,8 +107,8 @@ def run(client, X: np.ndarray | None = None, sweeps=SWEEPS) -> Table:
     whether on embedded clusters too) each) smaller in tests."""
     X = birch_array(GRID_CLUSTERS, points=POINTS)[0] if X is None else X
     table = Table("A sweep of fits on the same data: given to each fit, or placed once (daskclust.persist)",
-                  ["sweep", "data", "cluster", "data given to", "sweep (s)", "persist (s)", "start-up per fit (s)",
-                   "saved per fit (s)", "same models"])
+                  ["sweep", "data", "cluster", "data given to", "sweep (s)", "CPU (s)", "persist (s)",
+                   "start-up per fit (s)", "saved per fit (s)", "CPU saved per fit (s)", "same models"])
     with tempfile.TemporaryDirectory() as tmp:
         np.save(Path(tmp) / "X.npy", X)
         store = zarr.create_array(str(Path(tmp) / "X.zarr"), shape=X.shape, chunks=(min(ZARR_ROWS, len(X)), X.shape[1]),
@@ -116,8 +130,11 @@ def run(client, X: np.ndarray | None = None, sweeps=SWEEPS) -> Table:
                        "(connect or start a cluster, open and check the input, place the chunks, labels_ after the "
                        "fit); a fit given the data validates and hashes its chunks in its seeding's first pass, "
                        "persist once for all")
-    table.notes.append("saved per fit: (sweep given - sweep placed) / fits, persist and closing the handle counted; "
-                       "same models: every placed fit's centres equal the given fit's, bit for bit")
+    table.notes.append("CPU: user and system seconds of the sweep, this process's and the workers' (an embedded "
+                       "cluster's workers are threads of the sweep's process); steadier than wall-clock time on a "
+                       "shared machine")
+    table.notes.append("saved per fit: (sweep given - sweep placed) / fits, wall-clock and CPU, persist and closing the "
+                       "handle counted; same models: every placed fit's centres equal the given fit's, bit for bit")
     return table
 
 
@@ -138,13 +155,15 @@ def compared(one_sweep, repeats: int, labels: list) -> list[list]:
     for _ in range(repeats):
         for placed in (False, True):
             runs[placed].append(one_sweep(placed))
-    given, placed = ({key: float(np.median([r[key] for r in runs[arm]])) for key in ("seconds", "persist", "startup")}
+    given, placed = ({key: float(np.median([r[key] for r in runs[arm]])) for key in ("seconds", "cpu", "persist",
+                                                                                       "startup")}
                      for arm in (False, True))
     same = all(r["models"] == runs[False][0]["models"] for arm in runs.values() for r in arm)
     n_fits = len(runs[False][0]["models"])
-    return [[*labels, "each fit", given["seconds"], "-", given["startup"], "-", "-"],
-            [*labels, "persist, once", placed["seconds"], placed["persist"], placed["startup"],
-             (given["seconds"] - placed["seconds"]) / n_fits, "yes" if same else "NO"]]
+    return [[*labels, "each fit", given["seconds"], given["cpu"], "-", given["startup"], "-", "-", "-"],
+            [*labels, "persist, once", placed["seconds"], placed["cpu"], placed["persist"], placed["startup"],
+             (given["seconds"] - placed["seconds"]) / n_fits, (given["cpu"] - placed["cpu"]) / n_fits,
+             "yes" if same else "NO"]]
 
 
 def main(settings: str) -> None:

@@ -17,9 +17,10 @@ def test_the_suite_times_both_arms_and_checks_their_models(client):
                                                for cluster in ("2 workers, given", "none: embedded")
                                                for arm in ("each fit", "persist, once")]
     for given, placed in zip(table.rows[::2], table.rows[1::2]):
-        assert placed[8] == "yes"  # the placed fits' models are the given fits', bit for bit
-        assert placed[7] == (given[4] - placed[4]) / 2
-        assert 0 < placed[5] < placed[4] and given[6] > 0 and placed[6] > 0
+        assert placed[10] == "yes"  # the placed fits' models are the given fits', bit for bit
+        assert placed[8] == (given[4] - placed[4]) / 2 and placed[9] == (given[5] - placed[5]) / 2
+        assert 0 < placed[6] < placed[4] and given[7] > 0 and placed[7] > 0
+        assert given[5] > 0 and placed[5] > 0
     assert "tiny sweep: KMeans C = 8, GaussianMixture diag C = 4; max_iter = 3" in table.notes[0]
 
 
