@@ -3,8 +3,9 @@ again), against the data placed once for all of them (:func:`daskclust.persist`)
 
 The realistic sweep: KMeans at C = 64, 256 and 1024 and GaussianMixture, spherical and diag, at C = 256
 (every fit ``random_state=0``, ``max_iter=10``); the minimal one: eight KMeans fits at C = 2 with one
-M-step, whose time is mostly the fixed costs; on the BIRCH grid of 1024 clusters (N = 409,600, D = 2)
-in memory and in a zarr store (chunks of 25,600 rows). Two clusters: the suite's (2 worker processes of
+M-step, whose time is mostly the fixed costs; on the BIRCH grid of 1024 clusters (N = 409,600, D = 2,
+:func:`daskclust.datasets.make_birch`) in a zarr store (chunks of 25,600 rows) and the same rows in
+memory. Two clusters: the suite's (2 worker processes of
 one thread, given to every fit as ``client``), and, for the minimal sweep, none, where each fit starts
 an embedded cluster (or the handle starts one for the sweep), run in a fresh Python process as a
 script runs (the suite's process has a default client). The two arms alternate, ``REPEATS`` sweeps each (3 of the
@@ -34,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-import zarr
 
 from .. import GaussianMixture, KMeans, persist
+from ..data import open_zarr_array
+from ..datasets import make_birch
 from ..errors import ConvergenceWarning
-from .data import birch_array
 from .runner import Table
 
 COMMAND = "daskclust bench --suite reuse"
@@ -102,21 +103,20 @@ def sweep_alone(source: str, placed: bool, sweep, max_iter: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(client, X: np.ndarray | None = None, sweeps=SWEEPS) -> Table:
-    """The suite's table; ``X`` (default the BIRCH grid) and ``sweeps`` ((name, fits, max_iter, repeats,
-    whether on embedded clusters too) each) smaller in tests."""
-    X = birch_array(GRID_CLUSTERS, points=POINTS)[0] if X is None else X
+def run(client, grid: tuple[int, int] = (GRID_CLUSTERS, POINTS), sweeps=SWEEPS) -> Table:
+    """The suite's table; ``grid`` (clusters, points per cluster of the BIRCH grid) and ``sweeps`` ((name,
+    fits, max_iter, repeats, whether on embedded clusters too) each) smaller in tests."""
     table = Table("A sweep of fits on the same data: given to each fit, or placed once (daskclust.persist)",
                   ["sweep", "data", "cluster", "data given to", "sweep (s)", "CPU (s)", "persist (s)",
                    "start-up per fit (s)", "saved per fit (s)", "CPU saved per fit (s)", "same models"])
     with tempfile.TemporaryDirectory() as tmp:
+        n_clusters, points = grid
+        stored = str(Path(tmp) / "birch.zarr" / "X")
+        make_birch(Path(tmp) / "birch.zarr", n_clusters, points_per_cluster=points, seed=0, chunk_rows=ZARR_ROWS)
+        X = open_zarr_array(stored)[:]  # the same rows in memory
         np.save(Path(tmp) / "X.npy", X)
-        store = zarr.create_array(str(Path(tmp) / "X.zarr"), shape=X.shape, chunks=(min(ZARR_ROWS, len(X)), X.shape[1]),
-                                  dtype=X.dtype)
-        store[:] = X
         for label, sweep, max_iter, repeats, embedded in sweeps:
-            for name, source, alone in (("in memory", X, str(Path(tmp) / "X.npy")),
-                                        ("zarr store", str(Path(tmp) / "X.zarr"), str(Path(tmp) / "X.zarr"))):
+            for name, source, alone in (("in memory", X, str(Path(tmp) / "X.npy")), ("zarr store", stored, stored)):
                 clusters = [("2 workers, given", lambda placed, s=source: run_sweep(s, client, placed, sweep, max_iter))]
                 if embedded:
                     clusters.append(("none: embedded", lambda placed, s=alone: sweep_alone(s, placed, sweep, max_iter)))
@@ -124,8 +124,8 @@ def run(client, X: np.ndarray | None = None, sweeps=SWEEPS) -> Table:
                     table.rows += compared(one_sweep, repeats, [label, name, cluster])
             table.notes.append(f"{label} sweep: {described(sweep)}; max_iter = {max_iter}, random_state = 0; medians of "
                                f"{repeats} sweeps per arm, the arms alternating")
-    table.notes.append(f"data: the BIRCH grid, N = {len(X):,}, D = {X.shape[1]}, in memory (numpy) or in a zarr store "
-                       f"(chunks of {ZARR_ROWS:,} rows)")
+        table.notes.append(f"data: the BIRCH grid of {n_clusters} clusters (make_birch), N = {len(X):,}, D = 2, in a "
+                           f"zarr store (chunks of {ZARR_ROWS:,} rows) or read into memory (numpy)")
     table.notes.append("start-up per fit: median over the fits of the wall time outside seeding and iterations "
                        "(connect or start a cluster, open and check the input, place the chunks, labels_ after the "
                        "fit); a fit given the data validates and hashes its chunks in its seeding's first pass, "

@@ -6,13 +6,10 @@ import pytest
 
 from daskclust.bench import reuse
 
-from conftest import birch
-
 
 @pytest.mark.slow
 def test_the_suite_times_both_arms_and_checks_their_models(client):
-    X = birch(9, points=100, seed=1)[0]
-    table = reuse.run(client, X, sweeps=[("tiny", (("kmeans", 8), ("diag", 4)), 3, 1, True)])
+    table = reuse.run(client, grid=(9, 100), sweeps=[("tiny", (("kmeans", 8), ("diag", 4)), 3, 1, True)])
     assert [row[:4] for row in table.rows] == [["tiny", data, cluster, arm] for data in ("in memory", "zarr store")
                                                for cluster in ("2 workers, given", "none: embedded")
                                                for arm in ("each fit", "persist, once")]
