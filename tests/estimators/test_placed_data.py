@@ -323,8 +323,9 @@ def test_a_worker_lost_during_a_fit_on_placed_data(fragile_cluster, data, starts
                 os.kill(killed[0], signal.SIGKILL)
 
         survived = clone(est).set_params(callback=kill_once).fit(handle)
-        assert killed and len(starts) == 2  # placed again once, on the workers left
-        after = clone(est).fit(handle)  # on the new placement
-        assert len(starts) == 2
+        placements = len(starts)
+        assert killed and placements >= 2  # placed again, on the workers left
+        after = clone(est).fit(handle)  # on that placement
+        assert len(starts) == placements
     assert_same_model(undisturbed, survived, rtol=1e-10)
     assert_same_model(undisturbed, after, rtol=1e-10)
