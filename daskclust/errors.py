@@ -53,6 +53,11 @@ class WorkerLost(DaskclustError, RuntimeError):
         super().__init__(f"lost worker(s) {', '.join(lost)} during a pass")
 
 
+class PlacedDataError(DaskclustError, ValueError):
+    """Placed data (``daskclust.persist``) cannot serve a call: the handle was closed, or another
+    call is using it (a handle serves one fit at a time)."""
+
+
 class StoreError(DaskclustError, OSError):
     """A store cannot be read or written safely (see :mod:`daskclust.io`)."""
 

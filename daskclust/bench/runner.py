@@ -32,6 +32,7 @@ SUITES = {
     "transforms": "daskclust.bench.transforms",
     "cells": "daskclust.bench.cells",
     "stream": "daskclust.bench.stream",
+    "reuse": "daskclust.bench.reuse",
     "costmodel": "daskclust.bench.costmodel",
 }
 """Suite name -> module defining ``run(client) -> Table`` and ``COMMAND`` (how to reproduce it)."""

@@ -19,7 +19,7 @@ from .chunking import default_chunk_rows, row_bounds
 from .ranges import rows_problem, weights_problem
 from .sources import BlockSource, as_dask, open_zarr_array
 
-__all__ = ["ChunkedData", "BlockSource", "as_chunked_data", "open_zarr_array", "rows_in_memory"]
+__all__ = ["ChunkedData", "BlockSource", "as_chunked_data", "check_enough_rows", "open_zarr_array", "rows_in_memory"]
 
 
 @dataclass(frozen=True)
@@ -159,16 +159,7 @@ def as_chunked_data(
     dtype = data_dtype(dask_x.dtype)
     if n_features == 0:
         raise InvalidDataError(f"{what} has 0 feature(s) (shape={dask_x.shape}) while a minimum of 1 is required.")
-    if n_samples < max(1, min_samples):
-        hint = (f"; a DataArray's first dimension ({X.dims[0]!r}) holds the samples: transpose it if its samples "
-                f"are along {X.dims[1]!r}") if input_kind == "xarray" else ""
-        if min_samples <= 1:
-            message = (f"{what} has {n_samples} sample(s) (shape={dask_x.shape}) while a minimum of 1 is "
-                       f"required{hint}")
-        else:
-            message = (f"n_samples={n_samples} should be >= n_clusters={min_samples}: {what} has fewer samples "
-                       f"than clusters{hint}")
-        raise InvalidDataError(message)
+    check_enough_rows(n_samples, min_samples, dask_x.shape, what, X.dims if input_kind == "xarray" else None)
 
     rows = _choose_chunk_rows(dask_x, src_array, kind, chunk_rows, dtype)
     if isinstance(rows, int):
@@ -184,6 +175,21 @@ def as_chunked_data(
     if sample_weight is not None:
         weights, weight_source = _chunk_weights(sample_weight, n_samples, dask_x.chunks[0], storage_options)
     return ChunkedData(dask_x, source, weights, weight_source, bounds, input_kind)
+
+
+def check_enough_rows(n_samples: int, min_samples: int, shape: tuple, what: str = "X", dims: tuple | None = None) -> None:
+    """Refuse data of ``shape`` with fewer than ``min_samples`` rows (the number of clusters, when
+    fitting; at least 1); ``dims``: a DataArray's dimensions, named in the hint."""
+    if n_samples >= max(1, min_samples):
+        return
+    hint = (f"; a DataArray's first dimension ({dims[0]!r}) holds the samples: transpose it if its samples "
+            f"are along {dims[1]!r}") if dims is not None else ""
+    if min_samples <= 1:
+        message = f"{what} has {n_samples} sample(s) (shape={shape}) while a minimum of 1 is required{hint}"
+    else:
+        message = (f"n_samples={n_samples} should be >= n_clusters={min_samples}: {what} has fewer samples "
+                   f"than clusters{hint}")
+    raise InvalidDataError(message)
 
 
 def rows_in_memory(X, sample_weight=None) -> tuple[np.ndarray, np.ndarray]:

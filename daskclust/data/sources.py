@@ -179,7 +179,7 @@ def as_dask(obj: Any, array: str | None = None, storage_options: dict | None = N
     try:
         arr = np.asarray(obj)
     except Exception as exc:  # noqa: BLE001 - any conversion failure means "unsupported"
-        raise InvalidDataError(f"cannot interpret input of type {type(obj).__name__} as an array") from exc
+        raise InvalidDataError(f"cannot interpret input of type {type(obj).__name__} as an array ({exc})") from exc
     if arr.dtype == object:  # numbers held as objects, as scikit-learn accepts; anything else: numpy's error
         arr = arr.astype(np.float64)
     return da.from_array(arr, chunks=arr.shape or (1,)), arr, "numpy", "numpy"

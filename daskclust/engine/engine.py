@@ -339,6 +339,16 @@ class Engine:
         self.n_passes = 0
         self.pass_seconds = 0.0
 
+    def show_progress(self, on: bool) -> None:
+        """Show a bar for the long passes from now on (``on``), or no longer: what ``progress`` set when
+        the engine started, changed for the next user of an engine kept open (a placed-data handle)."""
+        if on and self._listener is None:
+            self._listener = ChunkListener(self.client)
+        elif not on and self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        self._progress = on
+
     def reorder(self, name: str) -> None:
         """Sort each chunk's rows on its worker by the per-row state ``name`` (see ``Shard.reorder``)."""
         self._on_all("reorder", name)

@@ -29,7 +29,8 @@ from ..data import ChunkedData, as_chunked_data
 from ..data.ranges import rows_problem
 from ..display import optional_bar
 from ..engine.cluster import WorkerWatch, active_client, scheduler_workers
-from ..errors import ClusterError, InvalidDataError, WorkerLost
+from ..errors import ClusterError, InvalidDataError, InvalidParameterError, WorkerLost
+from ..fit import PlacedData
 from ..io import Location, check_target, check_workers_see, input_stores, source_location, writing
 from ..persistence.outputs import create_output, open_output
 
@@ -77,18 +78,35 @@ def apply_rows(X, n_features: int, block_fn: Callable[[np.ndarray], np.ndarray],
     ``X`` or ``inputs`` and replaces an existing store of the same kind only with ``overwrite``;
     ``verbose`` shows a progress bar of the spans written.
     """
+    placed = X if isinstance(X, PlacedData) else None
+    if placed is not None:  # the rows of placed data, as their input gives them (and its chunking)
+        placed.check_open()
+        X = placed.input
     location = source = None
     if output is not None:
         location, source = Location.parse(output, storage_options), source_location(X)
         check_target(location, kind, overwrite=overwrite, inputs=[*input_stores(X), *inputs])
-    data = as_chunked_data(X, storage_options=storage_options)
+    data = placed.data if placed is not None else as_chunked_data(X, storage_options=storage_options)
     check_n_features(data.n_features, n_features, owner)
     if location is not None:
-        return write_rows(data, block_fn, width, dtype, location, kind, source=source, progress=bool(verbose))
+        return write_rows(data, block_fn, width, dtype, location, kind, source=source, progress=bool(verbose),
+                          client=placed.client if placed is not None else None)
     out = _apply_lazy(data, block_fn, width, dtype) if data.lazy else _apply_numpy(data, block_fn, width, dtype)
     if data.input_kind == "xarray" and width is None:
         return along_samples(X, out, kind)
     return out
+
+
+def scoring_weights(X, sample_weight):
+    """The weights of a score's sum over the rows of ``X``: ``sample_weight``, or those placed with
+    ``X`` (placed data carry their weights: giving them again is refused). numpy weights as a float64
+    array, stored or lazy ones as a lazy dask array (never read into this process)."""
+    if not isinstance(X, PlacedData) or X.data.weights is None:
+        return sample_weight
+    if sample_weight is not None:
+        raise InvalidParameterError("the placed data carry their weights: score them without sample_weight")
+    source = X.data.weight_source
+    return np.asarray(source.array, dtype=np.float64) if source.kind == "numpy" else X.data.weights
 
 
 def along_samples(X, values, name: str):
@@ -128,7 +146,7 @@ def _apply_lazy(data: ChunkedData, block_fn, width, dtype) -> da.Array:
 
 
 def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, kind: str,
-               source: Location | None = None, progress: bool = False):
+               source: Location | None = None, progress: bool = False, client=None):
     """Apply ``block_fn`` to every span of rows and write the result to a ``kind`` store at ``location``
     (:mod:`daskclust.persistence.outputs`); returns the stored ``zarr.Array``.
 
@@ -136,15 +154,15 @@ def write_rows(data: ChunkedData, block_fn, width, dtype, location: Location, ki
     by one task, so no two tasks write to one zarr chunk. A task meeting a
     NaN / inf row reports it instead of writing; the error is raised when all
     tasks have ended, and the temporary store is removed: no partial output.
-    On a Dask cluster the workers write (after checking they see the
-    temporary store, and the data, as the driver does); otherwise local threads.
-    ``progress`` shows a bar of the spans written (stderr).
+    On a Dask cluster (``client``, placed data's, else the active client) the workers write (after
+    checking they see the temporary store, and the data, as the driver does); numpy rows are written
+    by local threads. ``progress`` shows a bar of the spans written (stderr).
     """
     rows = int(max(np.diff(data.bounds)))
     n = data.n_samples
     spans = [(start, min(start + rows, n)) for start in range(0, n, rows)]
     shape = (n,) if width is None else (n, width)
-    client = active_client() if data.source.kind != "numpy" else None
+    client = (client or active_client()) if data.source.kind != "numpy" else None
     with writing(location, kind, checked=True) as target, \
             optional_bar(progress, f"writing {kind}", len(spans), unit="span", leave=True) as shown:
         store = create_output(target, shape, rows, dtype)

@@ -12,9 +12,9 @@ import numpy as np
 import scipy.sparse
 from sklearn.base import BaseEstimator
 
-from ..data import as_chunked_data
+from ..data import as_chunked_data, check_enough_rows
 from ..errors import ConvergenceWarning, InvalidDataError, InvalidParameterError, NotFittedError
-from ..fit import FitResult, FitSpec, FitSteps, Progress, check_coreset_fit, fit, plan_fit
+from ..fit import FitResult, FitSpec, FitSteps, PlacedData, Progress, check_coreset_fit, fit, plan_fit
 from ..io import Location, describe_source
 from ..models import Family, Params
 from ..persistence import RUNTIME_PARAMS
@@ -150,11 +150,16 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
             A DataArray must be 2-D, with any dimension names: the first is the
             samples, the second the features (a (time, y, x, band) cube becomes
             ``cube.stack(sample=("time", "y", "x")).transpose("sample", "band")``).
+            Or a :class:`~daskclust.PlacedData` (:func:`daskclust.persist`): data
+            placed once for many fits, on its own cluster; the fit gives the model
+            a fit on its input gives with the same cluster and chunking.
         y : ignored
         sample_weight : array-like of shape (n_samples,), optional
+            Not with placed data, which carry their weights.
         client : distributed.Client, optional
             Cluster to run on; default ``scheduler_address``, else the active
-            client, else an embedded LocalCluster closed after the fit.
+            client, else an embedded LocalCluster closed after the fit. With placed
+            data, their cluster (a client of another one is refused).
         checkpoint : str or PathLike, optional
             Directory (local or URL every worker reaches) where the fit saves a
             checkpoint every ``checkpoint_every`` iterations (see
@@ -180,8 +185,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         With ``n_init > 1`` the fit runs ``n_init`` times, seeded with
         :func:`derive_seeds` of the fit's seed, and keeps the run with the
         highest final free energy (``seed_`` is its seed; a fit with
-        ``random_state=seed_`` and ``n_init=1`` gives the same model); every run
-        loads the data anew, and ``callback`` sees the rows of every run.
+        ``random_state=seed_`` and ``n_init=1`` gives the same model); the runs
+        share the data's placement, and ``callback`` sees the rows of every run.
 
         With ``coreset=m`` the fit draws m weighted rows, fits on them as above
         (every ``n_init`` run on the coreset) and then runs once on the full
@@ -198,7 +203,11 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         """
         self._validate_params()
         self._stream = None  # a fit starts over: a later partial_fit starts a stream from its model
-        self._check_not_sparse(X)
+        placed = X if isinstance(X, PlacedData) else None
+        if placed is not None:  # data placed once for many fits: what this fit asks must agree
+            placed.check_fit(sample_weight=sample_weight, client=client, scheduler_address=self.scheduler_address,
+                             chunk_rows=self.chunk_rows, memory_budget=self.memory_budget, state=self.state)
+        self._check_not_sparse(placed.input if placed is not None else X)
         if self._n_runs() > 1 and (checkpoint is not None or resume is not None):
             raise InvalidParameterError(f"checkpoint and resume need one run (got n_init={self.n_init}): "
                                         "a checkpoint holds a single run")
@@ -207,7 +216,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         seed_value = resolve_seed(self.random_state)
         init = self._init_centres()
         if callable(init):  # scikit-learn's callable init: init(X, n_clusters, random_state) -> centres
-            init = np.asarray(init(X, C, random_state=np.random.RandomState(seed_value % 2**32)), dtype=np.float64)
+            rows = placed.input if placed is not None else X
+            init = np.asarray(init(rows, C, random_state=np.random.RandomState(seed_value % 2**32)), dtype=np.float64)
         if isinstance(init, str):
             check_init(init, C)
         transformed = X if isinstance(X, Transformed) else None
@@ -216,6 +226,9 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
                 raise InvalidParameterError(f"a {type(X).__name__} carries its rows' weights: pass sample_weight "
                                             "to the transform")
             data, n_features, sources = X.chunked(self.chunk_rows, min_samples=C), X.n_features, X.sources
+        elif placed is not None:
+            data, n_features, sources = placed.data, placed.n_features, placed.sources
+            check_enough_rows(data.n_samples, C, data.X.shape, dims=placed.input.dims if data.input_kind == "xarray" else None)
         else:
             data = as_chunked_data(X, sample_weight, chunk_rows=self.chunk_rows, min_samples=C)
             n_features, sources = data.n_features, (describe_source(X), describe_source(sample_weight))
@@ -224,14 +237,15 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         self._check_initial_params(C, n_features)
         self._output_dtype = np.dtype(np.float32 if data.dtype == np.float32 else np.float64)
         spec = self.fit_spec(n_features, init, transformed)
-        plan = plan_fit(spec, data, X, sample_weight, params=self.model_params(), seed=seed_value,
+        given, given_weights = (placed.input, placed.sample_weight) if placed is not None else (X, sample_weight)
+        plan = plan_fit(spec, data, given, given_weights, params=self.model_params(), seed=seed_value,
                         n_features=n_features, sources=sources, checkpoint=checkpoint,
                         checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, state=self.state,
                         state_store=self.state_store, check_apart=self._check_stores_apart)
         progress = Progress(self.verbose, self.callback, data.nbytes, self.max_iter + self.n_init_esteps + 1,
                             interval=getattr(self, "verbose_interval", 1))
         result = fit(data, spec, plan, progress, client=client, scheduler_address=self.scheduler_address,
-                     security=self.security)
+                     security=self.security, placed=placed)
         self._set_fitted(result, n_features, transformed)
         if self.warns_unconverged and not self.converged_ and self.max_iter > 0:
             warnings.warn(UNCONVERGED, ConvergenceWarning, stacklevel=2)
@@ -327,7 +341,8 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         it can, :class:`~daskclust.seeding.passes.NearestIndex`).
 
         numpy input gives a numpy array, lazy input (dask, zarr, path) a dask
-        array. A 2-D DataArray gives a DataArray named "labels" along its first
+        array; placed data (:func:`daskclust.persist`) what their input gives,
+        in their chunks. A 2-D DataArray gives a DataArray named "labels" along its first
         (sample) dimension with its coordinates, a stacked MultiIndex included
         (``labels.unstack("sample")`` gives back the grid the samples were stacked
         from), backed by numpy or by a lazy dask array as the input is. With

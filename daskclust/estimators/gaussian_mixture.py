@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask.array as da
 import numpy as np
 import scipy.sparse
 from sklearn.base import ClusterMixin, DensityMixin
@@ -11,7 +12,7 @@ from ..fit import MixtureSteps
 from ..io import Location
 from ..models import FAMILIES, Family, Params
 from ..models.inference import MixtureIndex
-from .apply import apply_rows
+from .apply import apply_rows, scoring_weights
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import AnyValue, Interval, Options
 from .stream import StreamMixin
@@ -359,11 +360,13 @@ class GaussianMixture(ClusterMixin, DensityMixin, StreamMixin, TruncatedEMEstima
                            storage_options, "scores", overwrite)
 
     def score(self, X, y=None, sample_weight=None, *, exact=False):
-        """Mean (weighted) log-likelihood per row (see :meth:`score_samples`)."""
+        """Mean (weighted) log-likelihood per row (see :meth:`score_samples`; placed data are weighted
+        by their own weights)."""
+        weights = scoring_weights(X, sample_weight)
         ll = self.score_samples(X, exact=exact)
-        if sample_weight is None:
+        if weights is None:
             return float(ll.mean())
-        w = np.asarray(sample_weight, dtype=np.float64)
+        w = weights if isinstance(weights, da.Array) else np.asarray(weights, dtype=np.float64)
         return float((ll * w).sum() / w.sum())
 
     def n_parameters(self) -> int:

@@ -10,7 +10,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, Transfor
 from ..kernels.estep import all_distances
 from ..models import FAMILIES, Family, Params
 from ..seeding.passes import NearestIndex
-from .apply import apply_rows
+from .apply import apply_rows, scoring_weights
 from .base import COMMON_CONSTRAINTS, TruncatedEMEstimator
 from .params import Interval, Options
 from .stream import StreamMixin
@@ -260,12 +260,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, St
 
     def score(self, X, y=None, sample_weight=None):
         """Opposite of the (weighted) sum of squared distances to the nearest centre (the
-        negative inertia of ``X``, as scikit-learn's ``KMeans.score``)."""
+        negative inertia of ``X``, as scikit-learn's ``KMeans.score``; placed data are weighted by
+        their own weights)."""
         self._check_fitted()
         index = NearestIndex.probed(self.centres_)
+        weights = scoring_weights(X, sample_weight)
         d2 = apply_rows(X, self.n_features_in_, lambda block: index.nearest(block)[1], owner=type(self).__name__, width=None, dtype=np.float64)
-        if sample_weight is not None:
-            d2 = d2 * sample_weight
+        if weights is not None:
+            d2 = d2 * weights
         return -float(d2.sum())
 
 

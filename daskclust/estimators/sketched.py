@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from ..data import as_chunked_data
 from ..engine.cluster import connect
-from ..errors import InvalidDataError, InvalidParameterError
-from ..fit import check_coreset_fit
+from ..errors import InvalidDataError, InvalidParameterError, WorkerLost
+from ..fit import PlacedData, check_coreset_fit
 from ..fit.sketch import SketchSteps
 from ..io import Location, refuse_overlap
 from ..kernels.infer import top_components
@@ -117,19 +118,47 @@ class SketchedGaussianMixture(GaussianMixture):
         self._validate_params()
         if isinstance(X, SketchedData):
             return super().fit(X, sample_weight=sample_weight, client=client, **kwargs)
+        if isinstance(X, PlacedData):  # the sketch pass on the placed data; chunk_rows and state are the sketches'
+            X.check_fit(sample_weight=sample_weight, client=client, scheduler_address=self.scheduler_address)
+            return self._fit_placed(X, sketch_output, kwargs)
         n_features = as_chunked_data(X, sample_weight).n_features
         sketcher = self.sketcher(n_features)
         self._check_initial_params(self._n_clusters(), n_features)
         check_coreset_fit(self.coreset, self._n_clusters(), kwargs.get("checkpoint"), kwargs.get("resume"))
         if sketch_output is not None:  # the fit's other outputs are checked after the sketch pass: these first
-            sketch_location = Location.parse(sketch_output)
-            others = [kwargs.get("checkpoint"), kwargs.get("resume"), self.state_store]
-            refuse_overlap(sketch_location, "sketch", [Location.parse(o) for o in others if o is not None],
-                           what="another output or input of the fit,")
+            self._check_sketch_output(sketch_output, kwargs)
         with connect(client, self.scheduler_address, security=self.security) as cl:
             sketched = sketcher.fit_transform(X, sample_weight, client=cl, output=sketch_output,
                                               chunk_rows=self.chunk_rows, overwrite=kwargs.get("overwrite", False))
             return super().fit(sketched, client=cl, **kwargs)
+
+    def _fit_placed(self, placed: PlacedData, sketch_output, kwargs: dict):
+        """Sketch the placed rows on their engine (the sketch kept in memory) and fit the sketches; with
+        ``sketch_output`` the sketch store is written from the placed data's input on their cluster
+        (a sketch store is written in whole chunks of its own: one pass, rows read from their source)."""
+        sketcher = self.sketcher(placed.n_features)
+        self._check_initial_params(self._n_clusters(), placed.n_features)
+        check_coreset_fit(self.coreset, self._n_clusters(), kwargs.get("checkpoint"), kwargs.get("resume"))
+        if sketch_output is not None:
+            self._check_sketch_output(sketch_output, kwargs)
+            sketched = sketcher.fit_transform(placed.input, placed.sample_weight, client=placed.client,
+                                              output=sketch_output, chunk_rows=self.chunk_rows,
+                                              overwrite=kwargs.get("overwrite", False))
+        else:
+            with placed.in_use(progress=bool(self.verbose)) as engines:
+                try:
+                    sketched = sketcher.transform_engine(engines.get())
+                except WorkerLost:
+                    engines.discard()  # placed again by the next use
+                    raise
+            sketched = replace(sketched, taken_from=placed.sources)
+        return super().fit(sketched, client=placed.client, **kwargs)
+
+    def _check_sketch_output(self, sketch_output, kwargs: dict) -> None:
+        """Refuse, before the sketch pass, a sketch store that overlaps the fit's other outputs and inputs."""
+        others = [kwargs.get("checkpoint"), kwargs.get("resume"), self.state_store]
+        refuse_overlap(Location.parse(sketch_output), "sketch", [Location.parse(o) for o in others if o is not None],
+                       what="another output or input of the fit,")
 
     # hooks of the fit ---------------------------------------------------------
     def _absolute_tol(self) -> bool:

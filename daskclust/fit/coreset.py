@@ -13,14 +13,15 @@ E-step's parameters the fit returns, as every fit does.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 
 from ..engine.engine import Engine
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, WorkerLost
 from .plan import FitPlan
 from .progress import Progress
 from .result import CoresetFigures, FitResult
-from .run import best_run, run_once
+from .run import SharedEngine, best_run, run_once
 from .spec import FitSpec
 from .steps import FitSteps
 
@@ -37,12 +38,14 @@ def check_coreset_fit(coreset: int | None, n_clusters: int, checkpoint, resume) 
                                     "run it again, or fit with coreset=None to checkpoint")
 
 
-def fit_with_coreset(client, data, spec: FitSpec, plan: FitPlan, progress: Progress) -> FitResult:
+def fit_with_coreset(client, data, spec: FitSpec, plan: FitPlan, progress: Progress,
+                     engines: SharedEngine | None = None) -> FitResult:
     """Phase 1 and phase 2 (module docstring) of the fit of ``spec`` on ``data`` (a
-    :class:`~daskclust.data.ChunkedData`), in the fit's cluster connection."""
+    :class:`~daskclust.data.ChunkedData`), in the fit's cluster connection; on ``engines`` (kept
+    beyond the fit: placed data) for both phases' passes over ``data`` when given."""
     m = spec.coreset
     builder = (spec.steps or FitSteps()).coreset_builder(spec, plan.seed)
-    with Engine(data, client, memory_budget=spec.memory_budget, progress=bool(spec.verbose)) as engine:
+    with _full_data_engine(client, data, spec, engines) as engine:
         coreset = builder.transform_engine(engine)
         bytes_read = engine.bytes_read()
     progress.say(f"coreset: {m} rows of {data.n_samples} in {builder.seconds_:.2f} s, "
@@ -57,9 +60,25 @@ def fit_with_coreset(client, data, spec: FitSpec, plan: FitPlan, progress: Progr
     refine = replace(spec, max_iter=spec.refine_iter, n_init_esteps=0, init=first.params.means)
     progress.phase(data.nbytes, spec.refine_iter + 1)
     progress.say(f"full data: {spec.refine_iter} refining iteration(s) at most")
-    second = run_once(client, data, refine, replace(plan, seed=first.seed), progress, start_params=first.params)
+    second = run_once(client, data, refine, replace(plan, seed=first.seed), progress, start_params=first.params,
+                      engines=engines)
     figures = CoresetFigures(m, builder.seconds_, builder.n_distances_, float(coreset.weights.sum()),
                              second.seeding.n_distances)  # phase 2's first pass
     seeding = first.seeding.plus(second.seeding.seconds, second.seeding.n_distances)
     return replace(second, history=first.history + second.history, seeding=seeding, coreset=figures,
                    bytes_read=bytes_read + first.bytes_read + second.bytes_read)
+
+
+@contextmanager
+def _full_data_engine(client, data, spec: FitSpec, engines: SharedEngine | None):
+    """The engine of the coreset's passes over ``data``: one for them alone, or the engine of
+    ``engines`` as a new one starts (discarded if a worker is lost, for the next use to replace)."""
+    if engines is None:
+        with Engine(data, client, memory_budget=spec.memory_budget, progress=bool(spec.verbose)) as engine:
+            yield engine
+        return
+    try:
+        yield engines.get()
+    except WorkerLost:
+        engines.discard()
+        raise

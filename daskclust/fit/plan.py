@@ -58,8 +58,7 @@ def plan_fit(spec: FitSpec, data, X, sample_weight, *, params: dict, seed: int, 
     source, weights = sources
     record = FitRecord(spec.kind, params, fingerprint, seed, source, weights,
                        resumed.record.seeding if resumed else None)
-    read = [array for block in (data.source, data.weight_source) if block is not None
-            for array in block.zarr_arrays()]
+    read = stored_arrays(data)
     stored = [source_location(array) for array in read]  # the zarr arrays every worker reads
     inputs = [*map(input_store, read), *input_stores(X), *input_stores(sample_weight)]  # no output may touch them
     if check_apart is not None:
@@ -83,3 +82,8 @@ def plan_fit(spec: FitSpec, data, X, sample_weight, *, params: dict, seed: int, 
         reset_state_store(location)
         shared.append(location)
     return FitPlan(seed, record, checkpointer, resumed, location, stored, shared)
+
+
+def stored_arrays(data) -> list:
+    """The zarr arrays the workers read the rows and weights of ``data`` from (none in memory)."""
+    return [array for block in (data.source, data.weight_source) if block is not None for array in block.zarr_arrays()]

@@ -1,6 +1,7 @@
 """The runs of a fit: ``n_init`` of them, seeded with :func:`derive_seeds` of the fit's seed, the
 one with the highest final free energy kept (:func:`best_run`). The runs share one engine (the data
-placed on the workers once, :class:`SharedEngine`); each run seeds (or restores a checkpoint) and
+placed on the workers once, :class:`SharedEngine`; on placed data, the engine their handle keeps for
+many fits, :mod:`daskclust.fit.placed`); each run seeds (or restores a checkpoint) and
 iterates (:func:`run_once`); if a worker holding
 chunks dies, the run starts again on the remaining workers from its last checkpoint, or from the
 seeding without one -- every step being a deterministic function of the data, the seed and the
@@ -9,6 +10,7 @@ iteration, the model is the one the undisturbed run would give.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 
 import numpy as np
@@ -40,17 +42,19 @@ def derive_seeds(seed: int, n_init: int) -> list[int]:
     return [seed, *(int(s) for s in extra)]
 
 
-def best_run(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, data_kind: str = "full") -> FitResult:
+def best_run(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, data_kind: str = "full",
+             engines: SharedEngine | None = None) -> FitResult:
     """Run the fit once per seed of :func:`derive_seeds`; the run with the highest final free
-    energy (the first of equals)."""
+    energy (the first of equals). ``engines``: an engine kept beyond the fit (placed data's), else
+    one for this fit."""
     seeds = derive_seeds(plan.seed, spec.n_init)
     best = None
-    with SharedEngine(client, data, spec, plan) as engines:
+    with nullcontext(engines) if engines is not None else SharedEngine.of_fit(client, data, spec, plan) as shared:
         for i, seed_value in enumerate(seeds):
             if len(seeds) > 1:
                 progress.say(f"init {i + 1}/{len(seeds)}: seed {seed_value}")
             result = run_once(client, data, spec, replace(plan, seed=seed_value), progress, data_kind=data_kind,
-                              engines=engines)
+                              engines=shared)
             if best is None or result.history[-1]["free_energy"] > best.history[-1]["free_energy"]:
                 best = result
     return best
@@ -59,13 +63,24 @@ def best_run(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, dat
 class SharedEngine:
     """The engine the runs of one fit share: started on first use (data placed, shards loaded),
     returned to a new engine's state before each later run (:meth:`Engine.forget`), replaced after
-    a lost worker, closed with the fit. ``n_init`` runs then place the data once."""
+    a lost worker, closed with the fit. ``n_init`` runs then place the data once.
 
-    def __init__(self, client, data, spec: FitSpec, plan: FitPlan):
-        self._args = (data, client)
-        self._kwargs = {"memory_budget": spec.memory_budget, "progress": bool(spec.verbose),
-                        "state_store": plan.state_store.url if plan.state_store is not None else None}
+    ``progress`` may change between uses (:meth:`get` applies it to a reused engine)."""
+
+    def __init__(self, client, data, *, memory_budget: int | None = None, progress: bool = False,
+                 state_store: str | None = None):
+        self.client = client
+        self.data = data
+        self.memory_budget = memory_budget
+        self.progress = progress
+        self.state_store = state_store
         self._engine: Engine | None = None
+
+    @classmethod
+    def of_fit(cls, client, data, spec: FitSpec, plan: FitPlan) -> SharedEngine:
+        """The engine of a fit of ``spec`` on ``data`` as ``plan`` says (its state store)."""
+        return cls(client, data, memory_budget=spec.memory_budget, progress=bool(spec.verbose),
+                   state_store=plan.state_store.url if plan.state_store is not None else None)
 
     def __enter__(self) -> SharedEngine:
         return self
@@ -73,19 +88,34 @@ class SharedEngine:
     def __exit__(self, *exc) -> None:
         self.discard()
 
+    @property
+    def started(self) -> Engine | None:
+        """The engine if one is open (None before the first :meth:`get` and after :meth:`discard`)."""
+        return self._engine
+
     def get(self) -> Engine:
         """The engine for the next run, as a new one would start it."""
         if self._engine is None:
-            self._engine = Engine(*self._args, **self._kwargs).__enter__()
+            self._engine = self._start()
         else:  # a run had it
             self._engine.forget()
+            self._engine.show_progress(self.progress)
         return self._engine
+
+    def _start(self) -> Engine:
+        """A new engine over the data, started (its :meth:`Engine.__enter__`: the client current and the
+        driver's BLAS on one thread until :meth:`discard`)."""
+        return Engine(self.data, self.client, memory_budget=self.memory_budget, progress=self.progress,
+                      state_store=self.state_store).__enter__()
+
+    def _close(self, engine: Engine) -> None:
+        engine.__exit__(None, None, None)
 
     def discard(self) -> None:
         """Close the engine (a worker left, or the fit is done); the next :meth:`get` starts another."""
         engine, self._engine = self._engine, None
         if engine is not None:
-            engine.__exit__(None, None, None)
+            self._close(engine)
 
 
 def restore_chunk_states(engine: Engine, url: str, n_clusters: int) -> None:
@@ -123,7 +153,7 @@ def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, 
     the seeding (which then only leaves the seed labels: a coreset fit's full-data phase).
     ``engines``: the engine shared with the fit's other runs (else one for this run alone)."""
     if engines is None:
-        with SharedEngine(client, data, spec, plan) as own:
+        with SharedEngine.of_fit(client, data, spec, plan) as own:
             return run_once(client, data, spec, plan, progress, start_params=start_params, data_kind=data_kind,
                             engines=own)
     steps: FitSteps = spec.steps or FitSteps()
