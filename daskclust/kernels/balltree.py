@@ -39,7 +39,10 @@ def build_ball_tree(points, leaf_size=LEAF_SIZE):
     ``order`` (M,) is the tree order of the points; node n covers ``order[lo[n]:hi[n]]``, its
     children are ``left[n]`` and ``left[n] + 1`` (-1 at a leaf; children are numbered after
     their parent), ``centre[n]`` the mean of its points and ``radius[n]`` their largest
-    distance to it. ``n_distances`` counts the point-to-centre distances of the radii.
+    distance to it. ``n_distances`` counts the point-to-centre distances of the radii. A node's
+    points are split at the median of its widest coordinate by selection (O(n), no sort); a leaf
+    lists its points sorted on its parent's coordinate, so copies of a point lie together and the
+    order is that of sorting every node (draws over it treat a weight like repeats).
     """
     M, D = points.shape
     leaf_size = max(1, leaf_size)
@@ -51,6 +54,7 @@ def build_ball_tree(points, leaf_size=LEAF_SIZE):
     hi[0] = M
     n_nodes = 1
     stack = np.empty(cap, dtype=np.int64)
+    split_dim = np.full(cap, -1, dtype=np.int64)  # the coordinate the node's parent split on
     stack[0] = 0
     top = 1
     while top > 0:
@@ -58,6 +62,11 @@ def build_ball_tree(points, leaf_size=LEAF_SIZE):
         n = stack[top]
         a, b = lo[n], hi[n]
         if b - a <= leaf_size:
+            if split_dim[n] >= 0:  # a leaf lists its points sorted like its parent's split (stable)
+                keys = np.empty(b - a)
+                for i in range(a, b):
+                    keys[i - a] = points[order[i], split_dim[n]]
+                order[a:b] = order[a:b][np.argsort(keys, kind="mergesort")]
             continue
         widest, spread = 0, -1.0
         for j in range(D):
@@ -78,6 +87,7 @@ def build_ball_tree(points, leaf_size=LEAF_SIZE):
         left[n] = n_nodes
         lo[n_nodes], hi[n_nodes] = a, mid
         lo[n_nodes + 1], hi[n_nodes + 1] = mid, b
+        split_dim[n_nodes] = split_dim[n_nodes + 1] = widest
         stack[top] = n_nodes
         stack[top + 1] = n_nodes + 1
         top += 2

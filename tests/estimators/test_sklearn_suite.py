@@ -60,9 +60,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     # behaviour daskclust deliberately differs on (docs/guide/from-sklearn.md)
     "test_gaussian_mixture.py::test_check_weights": "scikit-learn's message prints the weights' min as 'max value' "
     "and their max as 'min value'; daskclust's names them right",
-    "test_k_means.py::test_score_max_iter[*-KMeans]": "daskclust's default seeding, k-means|| (Lloyd on the weighted "
-    "oversampled candidates, here most of the 100 rows), already ends at Lloyd's fixed point, so max_iter=10 "
-    "cannot score above max_iter=1; the test passes with init='k-means++'",
     "test_gaussian_mixture.py::test_regularisation": "with reg_covar=0, a diagonal or spherical component "
     "collapsed onto repeated rows gets the variance floor (float64 rounding at the means' scale) where scikit-learn "
     "raises; the full and tied families raise scikit-learn's error",
