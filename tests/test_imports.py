@@ -55,6 +55,42 @@ def test_the_errors_refining_scikit_learns_are_one_class_wherever_they_are_taken
             raise cls("not fitted")
 
 
+MAKE_DATA = """
+import sys
+from daskclust.cli.main import main
+assert main(["make-data", "birch", "--clusters", "4", "--output", sys.argv[1], "--quiet"]) == 0
+print("sklearn" in sys.modules)
+"""
+
+
+def test_a_command_other_than_fit_builds_no_estimator_options(tmp_path):
+    """``daskclust fit``'s options come from the estimators; ``make-data`` does not import them."""
+    run = subprocess.run([sys.executable, "-c", MAKE_DATA, str(tmp_path / "d.zarr")], capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["False"] and (tmp_path / "d.zarr").is_dir()
+
+
+@pytest.mark.parametrize(("argv", "command"), [(["demo"], "demo"), (["--log-level", "DEBUG", "make-data", "birch"],
+                                                                     "make-data"),
+                                               (["--log-level=ERROR", "fit"], "fit"), (["--help"], None),
+                                               (["--log", "DEBUG", "demo"], None), ([], None)])
+def test_the_command_is_named_before_parsing_or_every_parser_is_built(argv, command):
+    from daskclust.cli.main import build_parser, named_command
+
+    assert named_command(argv) == command
+    full = {action.dest for action in subparser(build_parser(), "fit")._actions}
+    assert {action.dest for action in subparser(build_parser("fit"), "fit")._actions} == full
+    assert {action.dest for action in subparser(build_parser("demo"), "fit")._actions} == {"help"}
+    assert len(full) > 30  # the estimators' parameters
+
+
+def subparser(parser, name):
+    import argparse
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+
 def test_unknown_names_are_attribute_errors():
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         daskclust.errors.Nope  # noqa: B018
