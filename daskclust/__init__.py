@@ -8,12 +8,30 @@ Many fits on the same data place them once:
 >>> from daskclust import persist
 >>> with persist("data.zarr") as X:                  # doctest: +SKIP
 ...     models = [KMeans(C).fit(X) for C in (64, 256, 1024)]
+
+The estimators are imported when first asked for (``from daskclust import KMeans`` included):
+importing a module of the package (the command line, the kernels' helper process, a Dask
+worker unpickling an operation) then does not import scikit-learn (1.6 s of CPU).
 """
 
-from .errors import InvalidDataError, InvalidParameterError, NotFittedError
-from .estimators import CellGaussianMixture, GaussianMixture, GreedyGaussianMixture, KMeans, SketchedGaussianMixture
-from .fit import PlacedData, persist
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from .errors import InvalidDataError, InvalidParameterError
 from .versions import __version__
+
+if TYPE_CHECKING:
+    from .errors import NotFittedError
+    from .estimators import (
+        CellGaussianMixture,
+        GaussianMixture,
+        GreedyGaussianMixture,
+        KMeans,
+        SketchedGaussianMixture,
+    )
+    from .fit import PlacedData, persist
 
 
 def load(path, *, storage_options=None):
@@ -27,6 +45,30 @@ def load(path, *, storage_options=None):
     from .persistence.model import load_model
 
     return from_stored(load_model(path, storage_options=storage_options), repr(path))
+
+
+_IMPORTED_ON_USE = {
+    "KMeans": "estimators",
+    "GaussianMixture": "estimators",
+    "SketchedGaussianMixture": "estimators",
+    "CellGaussianMixture": "estimators",
+    "GreedyGaussianMixture": "estimators",
+    "NotFittedError": "errors",
+    "persist": "fit",
+    "PlacedData": "fit",
+}
+"""The public names imported from their module when first asked for."""
+
+
+def __getattr__(name: str):
+    module = _IMPORTED_ON_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_IMPORTED_ON_USE])
 
 
 __all__ = ["__version__", "KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture", "GreedyGaussianMixture", "load", "persist", "PlacedData", "InvalidDataError", "InvalidParameterError", "NotFittedError"]

@@ -28,10 +28,9 @@ SKETCH_PARAMS = ("n_kept", "n_shared", "precondition")
 DESCRIPTION = plain_text(__doc__.split("\n\n", 1)[1])
 
 
-def add_fit_parser(sub) -> None:
-    """Register ``daskclust fit``."""
-    parser = sub.add_parser("fit", help="fit a model on a zarr store and save it", description=DESCRIPTION,
-                            argument_default=argparse.SUPPRESS)
+def add_fit_parser(sub, help: str) -> None:
+    """Register ``daskclust fit`` (``help``: its line in ``daskclust --help``)."""
+    parser = sub.add_parser("fit", help=help, description=DESCRIPTION, argument_default=argparse.SUPPRESS)
     add_fit_arguments(parser)
 
 

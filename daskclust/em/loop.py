@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import ConvergenceWarning
 from ..kernels.estep import CHANGED, NDIST_CENTRES, NDIST_POINTS, QE, W
 from ..models import Family, Params, SuffStats, variance_floor
 from ..names import STATE_K
@@ -263,6 +262,8 @@ def warn_if_degenerate(centres: np.ndarray, stats: SuffStats) -> None:
     else:
         reason = ("The other clusters are duplicates or have no points (duplicate points in X, or a poor "
                   "init?).")
+    from ..errors import ConvergenceWarning  # scikit-learn's subclass: imports scikit-learn, so only here
+
     warnings.warn(f"Number of distinct clusters ({k}) found smaller than n_clusters ({C}). {reason}",
                   ConvergenceWarning,
                   stacklevel=5)  # the caller of fit (fit -> _run -> run_em -> here)

@@ -2,14 +2,15 @@
 
 daskclust's kernels are compiled by numba on first use and kept in numba's on-disk cache
 (``cache=True``: ``__pycache__`` beside the sources, or ``NUMBA_CACHE_DIR``), so only the
-first fit on a machine (and the first after an upgrade) compiles them: about 16 s of CPU for a
-default k-means (Python 3.11, numba 0.68). numba compiles one function at a time in a process,
+first fit on a machine (and the first after an upgrade) compiles them: 35-38 s of CPU for a
+default k-means on the 2-core machine of docs/benchmarks.md (Python 3.11, numba 0.68; the
+figures of :data:`UNITS`). numba compiles one function at a time in a process,
 and a fit needs the seeding's kernels before the E-step's, so compiling them as the fit goes
 uses one core; with worker processes every process compiled the kernels it runs.
 
-:func:`prepare_kernels` finds out whether the kernels are in the cache (a tiny engine
-validates its chunks, which loads or compiles the first kernels). When they are not, it
-compiles them on two cores: a helper process (``python -c ...``, this interpreter, the same
+:func:`prepare_kernels` finds out whether the kernels are in the cache (:func:`kernels_cached`:
+the checks of a tiny data set's rows, the first kernels of every fit, load or compile). When they
+are not, it compiles them on two cores: a helper process (``python -c ...``, this interpreter, the same
 numba cache) and this process run the :data:`UNITS` from opposite ends, each unit claimed by
 one of them only, so the work splits about evenly whatever the kernels cost; the fit then
 loads them from the cache. Each unit is a real high-level operation on a tiny synthetic data
@@ -18,7 +19,8 @@ seeding step, the spec's search strategy, :class:`daskclust.em.estep_op.EStepOp`
 nearest centre ``predict`` runs -- never a kernel called with hand-written arguments,
 so the units follow the kernels' signatures as those change. Kernels of other paths (float32
 data when float64 was prepared, other seedings, ``search="full"``, many dimensions) still
-compile when first used, once per machine.
+compile when first used, once per machine. :func:`compiling_ahead` starts the helper earlier,
+while the caller still imports, makes its data and starts its cluster (``daskclust demo``).
 
 A failure here is logged and ignored: the fit then compiles what it needs itself.
 """
@@ -35,7 +37,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,19 +54,21 @@ TINY_CHUNK_ROWS = 128
 specialise on sizes, only on dtypes and array layouts). More clusters than a default neighbourhood
 (G = 10), so that the E-step records pairs outside it and the merge of pair statistics compiles."""
 
-UNITS = ("seeding", "pairs", "labels", "estep")
+UNITS = ("seeding", "labels", "pairs", "estep")
 """The compilation units, in the order this process takes them (the helper takes them from the
-end). Compile times, CPU seconds of one core (Python 3.11, numba 0.68): seeding (chunk
-validation, the k-means|| passes, the ball tree, greedy k-means++) 5.6; pairs (pruning the pair
-statistics, the estimated neighbour table) 3.5; labels (the exact nearest centre, which ``fit``
-runs for ``labels_`` on numpy input) 0.6; estep (the exact neighbours of the centres, the
-truncated E-step and the merge of its pair statistics) 7.2. The helper first spends ~1.5 s
-importing daskclust, so this process takes the two at the start; the first of the two to be
-free takes labels."""
+end). Compile times, CPU seconds of one core (Python 3.11, numba 0.68, the 2-core machine of
+docs/benchmarks.md): seeding (chunk validation, the k-means|| passes, the ball tree, greedy
+k-means++, the nearest candidate) 18.5-19.5, of which the ball tree's three kernels ~17; labels (the
+exact nearest centre that ``predict``, and ``fit`` for ``labels_`` on numpy input, run) nothing
+after the seeding, which compiles the same kernel; pairs (the exact neighbours of the centres,
+pruning the pair statistics, the estimated neighbour table) 4; estep (the truncated E-step and
+the merge of its pair statistics) 12.5. The helper first spends 2-3 s importing daskclust and
+takes estep, then pairs; this process takes the seeding, then labels: the seeding is the longest
+chain, one function after the other."""
 
 HELPER_TIMEOUT = 180.0
-"""Seconds to wait for the helper process (~9 s on 2 idle cores); after that it is ended and the
-fit compiles what is missing."""
+"""Seconds to wait for the helper process (about 20 s on 2 idle cores); after that it is ended and
+the fit compiles what is missing."""
 
 _prepared: set[str] = set()
 _lock = threading.Lock()
@@ -167,13 +171,12 @@ def run_labels(dtype="float64") -> None:
     NearestIndex.probed(_tiny_centres()).nearest(X)
 
 
-def run_unit(name: str, dtype: str, engine=None, make_engine=None) -> None:
+def run_unit(name: str, dtype: str, make_engine=None) -> None:
+    """Run unit ``name`` on ``dtype`` data; the seeding's on the engine ``make_engine()`` opens
+    (a context manager), the others in this process without one."""
     if name == "seeding":
-        if engine is not None:
+        with make_engine() as engine:
             run_seeding(engine)
-        else:
-            with make_engine() as own:
-                run_seeding(own)
     elif name == "estep":
         run_estep(dtype)
     elif name == "pairs":
@@ -214,25 +217,28 @@ def start_helper(dtype: str, claims: str) -> subprocess.Popen | None:
         return None
 
 
-def helper_main(dtype: str, claims: str) -> None:
-    """The helper process: the units from the end; an in-process cluster of one thread (no
-    dashboard) if it gets to the seeding."""
+@contextlib.contextmanager
+def _private_engine(dtype: str, threads: int):
+    """The tiny engine on a private in-process cluster of one worker with ``threads`` threads (no
+    dashboard), closed with it."""
     from distributed import Client, LocalCluster
 
     from ..engine.cluster import profiler_off
 
-    @contextlib.contextmanager
-    def make_engine():
-        with profiler_off(), LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                          dashboard_address=None) as cluster, \
-                Client(cluster, set_as_default=False) as client, _tiny_engine(client, dtype) as engine:
-            yield engine
+    with profiler_off(), LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
+                                      dashboard_address=None) as cluster, \
+            Client(cluster, set_as_default=False) as client, _tiny_engine(client, dtype) as engine:
+        yield engine
 
+
+def helper_main(dtype: str, claims: str) -> None:
+    """The helper process: the units from the end; a private cluster of one thread if it gets to
+    the seeding."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in reversed(UNITS):
             if claim(claims, name):
-                run_unit(name, dtype, make_engine=make_engine)
+                run_unit(name, dtype, make_engine=lambda: _private_engine(dtype, 1))
 
 
 def _finish(helper: subprocess.Popen, timeout: float) -> bool:
@@ -249,7 +255,7 @@ def _finish(helper: subprocess.Popen, timeout: float) -> bool:
     return True
 
 
-# ---------------------------------------------------------------------- entry point
+# ---------------------------------------------------------------------- entry points
 def _counting():
     """A context counting numba's ``numba:compile`` events (compilations, not loads from the
     cache) in any thread while it is open; ``.count``."""
@@ -274,16 +280,84 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def kernels_cached(dtype: str) -> bool:
+    """Whether the first kernels of every fit of ``dtype`` data -- the checks of its rows, which a
+    shard runs on each chunk it attaches -- load from numba's cache: checking a tiny data set in
+    this process compiles nothing. (A tiny engine did the check before: 0.5-0.7 s of CPU in every
+    fit on an embedded cluster; this costs milliseconds.)"""
+    from ..data.ranges import rows_problem
+
+    with _counting() as counter:
+        rows_problem(tiny_data(dtype), 0, "cluster")
+    return counter.count == 0
+
+
+@dataclass
+class _Helper:
+    """A started helper process and the directory of its claims."""
+
+    proc: subprocess.Popen
+    claims: str
+
+    def end(self) -> None:
+        """Kill the process if it still runs (by its pid) and remove the claims."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.claims, ignore_errors=True)
+
+
+def _start_helper(dtype: str) -> _Helper | None:
+    claims = tempfile.mkdtemp(prefix="daskclust-kernels-")
+    proc = start_helper(dtype, claims)
+    if proc is None:
+        shutil.rmtree(claims, ignore_errors=True)
+        return None
+    return _Helper(proc, claims)
+
+
+_cold: dict[str, _Helper | None] = {}
+"""The dtypes :func:`compiling_ahead` found not in the cache, with the helper it started (None if
+it could not start one), until the fit's :func:`prepare_kernels` takes them over."""
+
+
+@contextlib.contextmanager
+def compiling_ahead(dtype="float64") -> Iterator[None]:
+    """Start compiling the kernels of a fit of ``dtype`` data now, in the helper process, if they
+    are not in numba's cache: they then compile while the caller imports the estimators, makes
+    its data and starts its cluster, and the fit's :func:`prepare_kernels` shares the remaining
+    units with that helper. On exit a helper that no fit took over is ended (its finished units
+    stay in the cache). Warm: costs the check only (milliseconds)."""
+    name = np.dtype(dtype).name
+    started = None
+    with _lock:
+        if name not in _prepared and name not in _cold:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # e.g. numba's, on a read-only cache
+                if not kernels_cached(name):
+                    started = _start_helper(name) if usable_cores() >= 2 else None
+                    _cold[name] = started
+    try:
+        yield
+    finally:
+        with _lock:
+            if name in _cold and _cold[name] is started:
+                del _cold[name]  # no fit took it over
+                if started is not None:
+                    started.end()
+
+
 def prepare_kernels(client=None, dtype="float64", *, helper: bool = True,
                     announce: Callable[[str], None] | None = None) -> KernelReport:
     """Have the kernels of a default fit of ``dtype`` data in numba's cache, compiling them on
     two cores if they are not. Once per process and dtype; never raises (a failure is logged).
 
     ``client``: a client of an in-process cluster (the embedded one), which then has the
-    kernels loaded; None starts a private in-process cluster (before an embedded cluster's
+    kernels loaded; None compiles on a private in-process cluster (before an embedded cluster's
     worker processes start, so that they only load). ``helper=False``: no helper process,
     everything is compiled here. ``announce`` gets one line when compiling starts (logged at INFO
-    without it; a fit's ``announce`` logs it too).
+    without it; a fit's ``announce`` logs it too). A helper started by :func:`compiling_ahead`
+    is taken over.
     """
     name = np.dtype(dtype).name
     with _lock:
@@ -303,38 +377,33 @@ def prepare_kernels(client=None, dtype="float64", *, helper: bool = True,
 
 
 def _prepare(client, dtype: str, helper: bool, announce) -> KernelReport:
-    if client is None:
-        from distributed import Client, LocalCluster
-
-        from ..engine.cluster import profiler_off
-
-        with profiler_off(), LocalCluster(n_workers=1, threads_per_worker=usable_cores(), processes=False,
-                                          dashboard_address=None) as cluster, \
-                Client(cluster, set_as_default=False) as own:
-            return _prepare(own, dtype, helper, announce)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. numba's, on a read-only cache
-        with _counting() as counter, _tiny_engine(client, dtype) as engine:
-            # attaching validated the chunks: the first kernels, loaded or compiled
-            if counter.count == 0:
-                return KernelReport()  # in the cache: the fit loads what it needs
-            claims = tempfile.mkdtemp(prefix="daskclust-kernels-") if helper and usable_cores() >= 2 else None
-            proc = start_helper(dtype, claims) if claims is not None else None
-            message = (f"compiling the numba kernels for {dtype} data into numba's cache (first fit on this "
-                       f"machine), {'on 2 cores' if proc is not None else 'on 1 core'}")
-            (announce if announce is not None else log.info)(message)
-            ran = []
-            try:
-                for unit in UNITS:
-                    if claim(claims if proc is not None else None, unit):
-                        run_unit(unit, dtype, engine=engine)
-                        ran.append(unit)
-                if proc is not None:
-                    _finish(proc, HELPER_TIMEOUT)
-            finally:
-                if proc is not None and proc.poll() is None:  # overran or interrupted: leave nothing behind
-                    proc.kill()
-                    proc.wait()
-                if claims is not None:
-                    shutil.rmtree(claims, ignore_errors=True)
-    return KernelReport(compiled=True, helper=proc is not None, units=tuple(ran))
+        if dtype in _cold:
+            own = _cold.pop(dtype)  # found cold by compiling_ahead: the check would now see them loaded
+        elif kernels_cached(dtype):
+            return KernelReport()  # the fit loads what it needs
+        else:
+            own = _start_helper(dtype) if helper and usable_cores() >= 2 else None
+        if own is not None and not helper:
+            own.end()
+            own = None
+
+        def make_engine():
+            return _tiny_engine(client, dtype) if client is not None else _private_engine(dtype, usable_cores())
+
+        message = (f"compiling the numba kernels for {dtype} data into numba's cache (first fit on this "
+                   f"machine), {'on 2 cores' if own is not None else 'on 1 core'}")
+        (announce if announce is not None else log.info)(message)
+        ran = []
+        try:
+            for unit in UNITS:
+                if claim(own.claims if own is not None else None, unit):
+                    run_unit(unit, dtype, make_engine=make_engine)
+                    ran.append(unit)
+            if own is not None:
+                _finish(own.proc, HELPER_TIMEOUT)
+        finally:
+            if own is not None:  # overran or interrupted: leave nothing behind
+                own.end()
+    return KernelReport(compiled=True, helper=own is not None, units=tuple(ran))

@@ -68,6 +68,44 @@ def fold_pairs(table_key, table_val, table_wt, used, keys, vals, wts, n):
     return table_key, table_val, table_wt, used
 
 
+RADIX_BITS = 11
+"""Bits per pass of :func:`radix_sort`: 2048 counters, 3 passes for keys below 2^33 (C < 92,000)."""
+
+
+@njit(nogil=True)
+def radix_sort(keys):
+    """Sort the non-negative int64 ``keys`` ascending in place: LSD radix sort (Knuth, TAOCP vol. 3,
+    5.2.5), one stable counting pass per ``RADIX_BITS`` bits of the largest key, O(n) each, through
+    one scratch array. The pair keys' sort: numba's own quicksort (``keys.sort()``) took 2.2 s of CPU
+    to compile on a machine's first fit, this a tenth of that, and it sorts 10^6 keys as fast."""
+    n = keys.shape[0]
+    largest = 0
+    for i in range(n):
+        largest = max(largest, keys[i])
+    mask = (1 << RADIX_BITS) - 1
+    counts = np.empty(mask + 2, dtype=np.int64)
+    src, dst = keys, np.empty_like(keys)
+    shift = 0
+    passes = 0
+    while n > 1 and (passes == 0 or (largest >> shift) > 0):
+        for d in range(mask + 2):
+            counts[d] = 0
+        for i in range(n):
+            counts[((src[i] >> shift) & mask) + 1] += 1
+        for d in range(mask + 1):
+            counts[d + 1] += counts[d]
+        for i in range(n):
+            d = (src[i] >> shift) & mask
+            dst[counts[d]] = src[i]
+            counts[d] += 1
+        src, dst = dst, src
+        shift += RADIX_BITS
+        passes += 1
+    if passes % 2 == 1:  # the sorted keys are in the scratch array
+        for i in range(n):
+            keys[i] = src[i]
+
+
 @njit(nogil=True, cache=True)
 def pair_table_entries(table_key, table_val, table_wt, used, centres):
     """The table's pairs i * C + j with keys ascending: (keys, sums, weights, rank, n_centre_distances).
@@ -82,7 +120,7 @@ def pair_table_entries(table_key, table_val, table_wt, used, centres):
         if table_key[h] != -1:
             out_key[j] = table_key[h]
             j += 1
-    out_key.sort()
+    radix_sort(out_key)
     out_val = np.empty(used)
     out_wt = np.empty(used)
     rank = np.empty(used)
@@ -166,7 +204,7 @@ def top_pairs_mask(keys, rank, n_clusters, per_row, symmetric):
             for t in row:
                 keep[t] = True
         else:  # the M of smallest rank, ties to the earlier (smaller partner): a stable selection
-            size = 0
+            size = np.int64(0)  # not a literal 0: one specialisation of insert_sorted
             for t in row:
                 size = insert_sorted(sel_d, sel_t, size, M, rank[t], t)
             for s in range(M):
@@ -335,7 +373,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                 m = 1
             # ---- distances, the closest, and for P > 1 the P closest
             best = 0
-            size = 0
+            size = np.int64(0)  # not a literal 0: one specialisation of insert_sorted
             for t in range(m):
                 c = cand[t]
                 s = cost(X[i], c, params)
@@ -434,7 +472,7 @@ def centre_neighbours(centres, n_neighbors, rows_start, rows_stop, out_idx, out_
     sel_c = np.empty(k, dtype=np.int64)
     n_evaluated = 0
     for i in range(rows_start, rows_stop):
-        size = insert_sorted(sel_d, sel_c, 0, k, 0.0, i)
+        size = insert_sorted(sel_d, sel_c, np.int64(0), k, 0.0, i)  # not a literal 0: one specialisation
         for c in range(C):
             if c != i:
                 size = insert_sorted(sel_d, sel_c, size, k, sqdist(centres[i], centres[c]), c)

@@ -67,10 +67,10 @@ def _estimated_table(prev, tsum, tcnt, keys, sums, counts):
     sel_c = np.empty(max(G - 1, 1), dtype=np.int64)
     pos = 0
     for c in range(C):
-        size = 0
+        size = np.int64(0)  # int64 sizes and candidates: the specialisation of insert_sorted the kernels compile
         for g in range(1, G):
             if tcnt[c, g] > 0:
-                size = insert_sorted(sel_d, sel_c, size, G - 1, tsum[c, g] / tcnt[c, g], prev[c, g])
+                size = insert_sorted(sel_d, sel_c, size, G - 1, tsum[c, g] / tcnt[c, g], np.int64(prev[c, g]))
         while pos < keys.shape[0] and keys[pos] // C < c:
             pos += 1
         while pos < keys.shape[0] and keys[pos] // C == c:

@@ -444,6 +444,7 @@ def warmup(monkeypatch):
     from daskclust.fit import warmup as mod
 
     monkeypatch.setattr(mod, "_prepared", set())
+    monkeypatch.setattr(mod, "_cold", {})
     return mod
 
 
@@ -538,6 +539,67 @@ def test_without_a_helper_every_unit_runs_here(warmup, monkeypatch, client_threa
     assert ran == list(warmup.UNITS) and report.units == warmup.UNITS and not report.helper
 
 
+class _Cold:  # as if checking the rows had compiled a kernel
+    count = 1
+
+
+@contextlib.contextmanager
+def _cold_cache():
+    yield _Cold()
+
+
+def test_compiling_ahead_on_a_warm_cache_starts_nothing(warmup, monkeypatch):
+    monkeypatch.setattr(warmup, "start_helper", lambda *a: pytest.fail("helper started"))
+    warmup.kernels_cached("float64")  # the checks' kernels are loaded (or compiled) now
+    with warmup.compiling_ahead("float64"):
+        assert warmup._cold == {}
+    assert warmup._cold == {}
+
+
+def _exiting_helper(started):
+    """A start_helper whose process exits at once having claimed nothing (recorded in ``started``)."""
+    def start(dtype, claims):
+        proc = subprocess.Popen([sys.executable, "-c", "pass"])
+        started.append((proc, claims))
+        return proc
+    return start
+
+
+def test_a_helper_started_ahead_is_taken_over_by_the_fit(warmup, monkeypatch, client_threads):
+    """A cold cache found before the fit: the helper starts then, and the fit's preparation shares
+    the units with it (this one claimed none: every unit runs here) instead of checking again,
+    which would find the checks' kernels loaded by then and skip the units."""
+    started, ran = [], []
+    monkeypatch.setattr(warmup, "_counting", _cold_cache)
+    monkeypatch.setattr(warmup, "usable_cores", lambda: 2)
+    monkeypatch.setattr(warmup, "start_helper", _exiting_helper(started))
+    monkeypatch.setattr(warmup, "run_unit", lambda name, *a, **k: ran.append(name))
+    with warmup.compiling_ahead(np.float64):
+        assert len(started) == 1 and warmup._cold["float64"].proc is started[0][0]
+        monkeypatch.setattr(warmup, "kernels_cached", lambda dtype: pytest.fail("checked again"))
+        report = warmup.prepare_kernels(client_threads, "float64")
+        assert warmup._cold == {}
+    assert report.compiled and report.helper and report.units == warmup.UNITS and ran == list(warmup.UNITS)
+    assert len(started) == 1 and not os.path.exists(started[0][1])
+
+
+def test_a_helper_started_ahead_without_a_fit_is_ended(warmup, monkeypatch):
+    started = []
+    monkeypatch.setattr(warmup, "_counting", _cold_cache)
+    monkeypatch.setattr(warmup, "usable_cores", lambda: 2)
+
+    def sleeping(dtype, claims):
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        started.append((proc, claims))
+        return proc
+
+    monkeypatch.setattr(warmup, "start_helper", sleeping)
+    with pytest.raises(KeyboardInterrupt), warmup.compiling_ahead("float64"):
+        raise KeyboardInterrupt  # e.g. the demo interrupted before its fit
+    proc, claims = started[0]
+    assert proc.poll() is not None and not os.path.exists(claims) and warmup._cold == {}
+
+
 GAPS_SCRIPT = """
 import json, sys
 import numpy as np
@@ -559,8 +621,7 @@ with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_
         Client(cl, set_as_default=False) as c:
     with event.install_listener("numba:compile", Record()):
         for unit in warmup.UNITS:
-            with warmup._tiny_engine(c, "float64") as engine:
-                warmup.run_unit(unit, "float64", engine=engine)
+            warmup.run_unit(unit, "float64", make_engine=lambda: warmup._tiny_engine(c, "float64"))
     units = len(compiled)
     compiled.clear()
     centres = birch_grid_centres(16)

@@ -18,6 +18,7 @@ from daskclust.kernels.estep import (
     insert_sorted,
 )
 from daskclust.kernels.rng import stream_key, uniform
+from daskclust.kernels.search import RADIX_BITS, radix_sort
 from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys
 from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
 from daskclust.models import MeanParams
@@ -76,6 +77,17 @@ def test_insert_sorted_keeps_k_smallest_in_order():
         size = insert_sorted(top_d, top_c, size, 5, value, c)
     np.testing.assert_array_equal(top_c, np.argsort(d)[:5])
     np.testing.assert_array_equal(top_d, np.sort(d)[:5])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 17, 1000, 20_000])
+@pytest.mark.parametrize("largest", [1, 2 ** RADIX_BITS - 1, 2 ** RADIX_BITS, 2 ** 24 + 3, 2 ** 62])
+def test_radix_sort_sorts_non_negative_keys_as_numpy(n, largest):
+    """An even and an odd number of passes (the result copied back from the scratch array), keys
+    repeated or not, up to 2^62."""
+    keys = np.random.default_rng(n).integers(0, largest, size=n, endpoint=True)
+    expected = np.sort(keys)
+    radix_sort(keys)
+    np.testing.assert_array_equal(keys, expected)
 
 
 def test_all_distances():

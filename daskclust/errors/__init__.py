@@ -2,12 +2,21 @@
 
 Each class also inherits the builtin it refines, so ``except ValueError`` keeps
 working for callers that do not know daskclust (the zarr / xarray habit).
+
+:class:`NotFittedError` and :class:`ConvergenceWarning` also refine scikit-learn's classes of
+those names; they live in :mod:`daskclust.errors.sklearn_refined` and are imported from there when
+first asked for (``from daskclust.errors import NotFittedError`` included), so that the rest of
+daskclust (the command line, the kernels' helper process, Dask workers) does not import
+scikit-learn, whose base module imports scipy.stats and pandas (1.6 s of CPU on a 2-core machine).
 """
 
 from __future__ import annotations
 
-from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
-from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for readers and type checkers; imported on first use (__getattr__ below)
+    from .sklearn_refined import ConvergenceWarning as ConvergenceWarning
+    from .sklearn_refined import NotFittedError as NotFittedError
 
 
 class DaskclustError(Exception):
@@ -20,11 +29,6 @@ class InvalidDataError(DaskclustError, ValueError):
 
 class InvalidParameterError(DaskclustError, ValueError):
     """An estimator or command-line parameter has an unsupported value."""
-
-
-class NotFittedError(DaskclustError, SklearnNotFittedError):
-    """A fitted attribute was requested from an estimator that was not fitted (also
-    scikit-learn's ``NotFittedError``, itself a ``ValueError`` and ``AttributeError``)."""
 
 
 class ClusterError(DaskclustError, RuntimeError):
@@ -80,7 +84,23 @@ class ConvergenceError(DaskclustError, ValueError):
     """The fit cannot go on: a covariance is not positive definite (raise ``reg_covar``)."""
 
 
-class ConvergenceWarning(SklearnConvergenceWarning):
-    """The fit ended with a degenerate model (e.g. fewer distinct points than clusters), or a mixture
-    stopped at ``max_iter`` before it converged; scikit-learn's ``ConvergenceWarning`` (a
-    ``UserWarning``), so that filters on scikit-learn's class apply."""
+_SKLEARN_REFINED = ("NotFittedError", "ConvergenceWarning")
+
+
+def __getattr__(name: str):
+    """:class:`NotFittedError` and :class:`ConvergenceWarning`, imported on first use (the module
+    is imported once, so every caller, in any thread, gets the same class)."""
+    if name not in _SKLEARN_REFINED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import sklearn_refined
+
+    return getattr(sklearn_refined, name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SKLEARN_REFINED])
+
+
+__all__ = ["DaskclustError", "InvalidDataError", "InvalidParameterError", "NotFittedError", "ClusterError", "WorkerLost",
+           "StoreError", "OutputRefusedError", "ModelStoreError", "CheckpointError", "ConvergenceError",
+           "ConvergenceWarning"]
