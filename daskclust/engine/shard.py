@@ -11,6 +11,7 @@ that its sums only depend on which chunks it holds.
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +91,46 @@ def tree_merge(op: ChunkOp, accs: list) -> Any:
     return accs[0]
 
 
+def _references(items: list, i: int) -> int:
+    """The reference count of ``items[i]``."""
+    return sys.getrefcount(items[i])
+
+
+_ONLY_LISTED = _references([object()], 0)
+"""What :func:`_references` counts for an object that only its list refers to (measured, not assumed:
+interpreters count the references of a call's arguments differently)."""
+
+
+class ReadBuffers:
+    """The arrays one streaming thread reads its chunks into, reused from chunk to chunk.
+
+    A fresh 64 MiB array costs the kernel a page fault and a zeroed page every 4 KiB, about as much
+    CPU as reading the rows into it from the page cache; so a thread reading chunk k + 1 while it
+    computes on chunk k reads into the array of chunk k - 1. An array is handed out again only when
+    nothing but this pool refers to it (its reference count): an operation that kept a chunk's rows,
+    or a view of them, keeps them, and the pool takes a new array instead.
+    """
+
+    SIZE = 2
+    """Arrays kept: the chunk computed on and the one being read."""
+
+    def __init__(self):
+        self._arrays: list[np.ndarray] = []
+
+    def _free(self) -> list[np.ndarray]:
+        return [self._arrays[i] for i in range(len(self._arrays)) if _references(self._arrays, i) == _ONLY_LISTED]
+
+    def take(self) -> np.ndarray | None:
+        """A free array to read into (None: none is free, the source allocates one)."""
+        free = self._free()
+        return free[0] if free else None
+
+    def keep(self, array: np.ndarray) -> None:
+        """Pool ``array``, the rows just read; arrays held elsewhere leave the pool."""
+        if not any(a is array for a in self._arrays):
+            self._arrays = self._free()[: self.SIZE - 1] + [array]
+
+
 class Shard:
     """Dask actor: a worker's chunks, their per-chunk state, and passes over them.
 
@@ -147,12 +188,13 @@ class Shard:
             return worker.data[ref.key]
         return ref.result()
 
-    def _load(self, slot: _Slot) -> tuple[np.ndarray, np.ndarray]:
-        """The chunk's rows and weights, read (and validated on first read) if needed."""
+    def _load(self, slot: _Slot, into: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk's rows and weights, read (and validated on first read) if needed; streamed rows are
+        read into ``into`` where the source can (:meth:`~daskclust.data.BlockSource.read`)."""
         X = slot.X
         read = 0
         if X is None:
-            X = self._x_source.read(slot.start, slot.stop)
+            X = self._x_source.read(slot.start, slot.stop, into)
             read += (slot.stop - slot.start) * self._x_source.row_bytes
         w = slot.w
         if w is None and self._w_source is not None:
@@ -234,14 +276,17 @@ class Shard:
         acc = op.new_acc()
         slots = [self._slots[i] for i in indices]
         reads = getattr(op, "reads_rows", True)
-        ahead = self._io.submit(self._load, slots[0]) if slots and reads and not self._persist else None
+        streams = bool(slots) and reads and not self._persist
+        buffers = ReadBuffers() if streams else None
+        ahead = self._io.submit(self._load, slots[0], buffers.take()) if streams else None
         for pos, slot in enumerate(slots):
             if not reads:
                 X = w = None
             elif ahead is not None:  # streaming: this chunk was read while the previous one computed
                 X, w = ahead.result()
+                buffers.keep(X)
                 nxt = pos + 1
-                ahead = self._io.submit(self._load, slots[nxt]) if nxt < len(slots) else None
+                ahead = self._io.submit(self._load, slots[nxt], buffers.take()) if nxt < len(slots) else None
             else:
                 X, w = self._load(slot)
             self._state_in(slot)
