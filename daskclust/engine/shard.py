@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..data import BlockSource
-from ..data.ranges import rows_problem, weights_problem
+from ..data.ranges import checked_rows, weights_problem
 from ..errors import InvalidDataError
 from ..persistence.chunk_states import PERM, read_state, write_state
 from .cluster import WorkerWatch
@@ -40,6 +40,7 @@ class _Slot:
     X: np.ndarray | None = None
     w: np.ndarray | None = None
     validated: bool = False
+    largest: float | None = None  # max |x| over the rows, measured when they were validated
     digest: str | None = None  # content digest of the chunk's rows and weights in source order, set when validated
     state: dict[str, np.ndarray] = field(default_factory=dict)
     perm: np.ndarray | None = None  # row order on the worker: local row i is source row perm[i]
@@ -145,14 +146,18 @@ class Shard:
     state_store : str or None
         A zarr location for the per-row state (K(n), ...) between passes instead
         of worker memory, for N x C' too large for the cluster.
+    digests : bool
+        Digest each chunk's content when it is first read (:func:`chunk_digest`); else only when
+        :meth:`content_digests` asks, reading the chunk again.
     """
 
     def __init__(self, x_source: BlockSource | None, w_source: BlockSource | None, persist: bool,
-                 state_store: str | None = None):
+                 state_store: str | None = None, digests: bool = True):
         self._x_source = x_source
         self._w_source = w_source
         self._persist = persist
         self._state_store = state_store
+        self._digests = digests
         self._slots: dict[int, _Slot] = {}
         self._nthreads = _worker_threads()
         self._pool = ThreadPoolExecutor(self._nthreads, thread_name_prefix="daskclust-shard")
@@ -207,7 +212,8 @@ class Shard:
         w = _NO_WEIGHTS if w is None else np.ascontiguousarray(w, dtype=np.float64)
         if not slot.validated:
             self._validate(slot, X, w)
-            slot.digest = chunk_digest(*(_in_source_order(slot, X, w) if slot.X is not None else (X, w)))
+            if self._digests:
+                slot.digest = chunk_digest(*(_in_source_order(slot, X, w) if slot.X is not None else (X, w)))
             slot.validated = True
         if slot.perm is not None and slot.X is None:  # streamed: put the fresh rows in the worker's order
             X = np.ascontiguousarray(X[slot.perm])
@@ -219,17 +225,21 @@ class Shard:
     @staticmethod
     def _validate(slot: _Slot, X: np.ndarray, w: np.ndarray) -> None:
         """The range rules of :mod:`daskclust.data.ranges` (too small only on the whole data, in
-        the first seeding pass: tiny values beside large ones are fine)."""
-        problem = rows_problem(X, slot.start, "cluster", slot.index) or \
-            (weights_problem(w, slot.start, slot.index) if w.shape[0] else None)
+        the first seeding pass: tiny values beside large ones are fine); keeps max |x| in ``slot``."""
+        problem, slot.largest = checked_rows(X, slot.start, "cluster", slot.index)
+        problem = problem or (weights_problem(w, slot.start, slot.index) if w.shape[0] else None)
         if problem:
             raise InvalidDataError(problem)
 
     def content_digests(self) -> dict[int, str]:
         """The content digest of every chunk held, by chunk index (:func:`chunk_digest`); chunks not
         read yet are read (and validated) now, in parallel."""
-        unread = [slot for slot in self._slots.values() if slot.digest is None]
-        list(self._pool.map(self._load, unread))
+        def digest(slot: _Slot) -> None:
+            X, w = self._load(slot)
+            if slot.digest is None:  # a shard without digests on first read
+                slot.digest = chunk_digest(*_in_source_order(slot, X, w))
+
+        list(self._pool.map(digest, [slot for slot in self._slots.values() if slot.digest is None]))
         return {index: slot.digest for index, slot in self._slots.items()}
 
     def bytes_read(self) -> int:
@@ -290,7 +300,7 @@ class Shard:
             else:
                 X, w = self._load(slot)
             self._state_in(slot)
-            op.run(Chunk(slot.index, slot.start, X, w, slot.state, slot.perm, slot.stop - slot.start), acc)
+            op.run(Chunk(slot.index, slot.start, X, w, slot.state, slot.perm, slot.stop - slot.start, slot.largest), acc)
             self._state_out(slot)
             if chunk_done is not None:
                 chunk_done()

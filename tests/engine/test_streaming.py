@@ -1,5 +1,6 @@
 """Streamed passes read each thread's chunks into reused arrays (:class:`~daskclust.engine.shard.ReadBuffers`),
-never under rows an operation kept."""
+never under rows an operation kept; chunks digested on first read or only when asked give one fingerprint, and
+every chunk comes with the max |x| its validation measured."""
 
 from __future__ import annotations
 
@@ -88,3 +89,33 @@ def test_the_pool_hands_out_only_arrays_nothing_else_holds():
     pool.keep(c)  # the arrays held elsewhere leave the pool
     del b, c
     assert pool.take() is not None
+
+
+class Rows:
+    """A pass that reads every row and keeps the largest magnitudes the chunks come with, and their own."""
+
+    def new_acc(self):
+        return []
+
+    def run(self, chunk, acc):
+        acc.append((chunk.largest, float(np.abs(chunk.X).max())))
+
+    @staticmethod
+    def merge(a, b):
+        return a + b
+
+
+@pytest.mark.parametrize("persist", [True, False])
+def test_the_content_fingerprint_does_not_depend_on_when_chunks_are_digested(client_threads, store, persist):
+    path, X = store
+    data = as_chunked_data(path, chunk_rows=300)
+    fingerprints = []
+    for first_read in (True, False):
+        with Engine(data, client_threads, persist=persist, fingerprint=first_read) as engine:
+            for _ in range(2):  # the first pass validates the chunks, the second knows them
+                largest = engine.map_reduce(Rows())
+                assert len(largest) == 8 and all(given == measured for given, measured in largest)
+            fingerprints.append(engine.content_fingerprint())
+    with Engine(as_chunked_data(X[::-1].copy(), chunk_rows=300), client_threads, fingerprint=False) as engine:
+        other = engine.content_fingerprint()
+    assert fingerprints[0] == fingerprints[1] != other
