@@ -78,6 +78,17 @@ def test_weights_travel_with_the_sketch(client, tmp_path):
     assert np.array_equal(stored.weights[:], w)
 
 
+def test_a_chunk_of_zeros_is_stored(client, tmp_path):
+    """A chunk of all-zero rows sketches to values equal to the store's fill value: it is written all
+    the same (the reader takes a missing chunk for damage)."""
+    X, _ = blobs(800, 10, 3, seed=4)
+    X[200:400] = 0.0
+    stored = Sketch(3).fit_transform(X, client=client, chunk_rows=200, output=tmp_path / "z.zarr")
+    assert np.all(stored.values[200:400] == 0)
+    again = SketchedData.open(tmp_path / "z.zarr")
+    assert np.array_equal(again.values[:], Sketch(3).fit_transform(X, client=client, chunk_rows=200).values)
+
+
 @pytest.mark.parametrize("P, Q, n_shared", [(32, 4, 0), (32, 4, 2), (64, 24, 0), (300, 40, 5), (784, 31, 0), (784, 78, 0)])
 def test_kept_entries_are_those_of_the_whole_transform_either_route(P, Q, n_shared):
     """Few kept entries are computed as products with rows of H D, many from the whole DCT: the same values
