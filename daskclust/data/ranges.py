@@ -8,15 +8,17 @@ weights are 0 or in [``WEIGHT_MIN``, ``WEIGHT_MAX``].
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import InvalidDataError
 from ..kernels.validation import (
     WEIGHT_MAX,
     WEIGHT_MIN,
+    extremes,
     first_invalid_weight,
     first_nonfinite_row,
-    max_abs,
     scale_bounds,
 )
 
@@ -25,18 +27,25 @@ def rows_problem(X: np.ndarray, start: int, purpose: str, chunk: int | None = No
     """Why the rows ``X`` (row ``start`` onwards of the input, chunk ``chunk`` of a fit's data if
     given) cannot be used to ``purpose`` ("cluster" for a fit, "score" for a model applied to
     them), or None."""
-    bad = first_nonfinite_row(X)
-    if bad >= 0:
+    return checked_rows(X, start, purpose, chunk)[0]
+
+
+def checked_rows(X: np.ndarray, start: int, purpose: str, chunk: int | None = None) -> tuple[str | None, float]:
+    """(:func:`rows_problem`, max |x| over ``X``): the check and the largest magnitude it measured
+    (NaN when the rows hold NaN or inf), so that a pass needing it does not measure it again."""
+    lo, hi = extremes(X)
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # NaN or inf somewhere: find its row
+        bad = first_nonfinite_row(X)
         at = f" (chunk {chunk}, row {bad} of the chunk)" if chunk is not None else ""
         return (f"X contains NaN or inf in row {start + bad}{at}; remove or impute such rows before you "
-                f"{purpose} them")
-    largest = max_abs(X)
+                f"{purpose} them"), math.nan
+    largest = abs(max(hi, -lo))
     if largest > scale_bounds(X.dtype, X.shape[1])[1]:
         at = f" (chunk {chunk})" if chunk is not None else ""
         return (f"X is too large to {purpose}: max |x| = {largest:.3g} in rows {start}..{at}, so squared distances "
                 f"between rows of {X.shape[1]} features overflow {X.dtype}; rescale the data (e.g. divide it by "
-                "its standard deviation, as for the model's training data)")
-    return None
+                "its standard deviation, as for the model's training data)"), largest
+    return None, largest
 
 
 def weights_problem(w: np.ndarray, start: int, chunk: int | None = None) -> str | None:

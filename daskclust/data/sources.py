@@ -10,6 +10,7 @@ engine's workers get the rows of one chunk without a Dask task per chunk.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import zarr
 
 from ..errors import InvalidDataError
 from ..io import Location, missing_chunks
+from .chunk_files import ChunkFiles
 
 SourceKind = Literal["numpy", "zarr", "dask", "packed"]
 
@@ -70,8 +72,23 @@ class BlockSource:
             return [self.array]
         return list(self.array.arrays) if self.kind == "packed" else []
 
-    def read(self, start: int, stop: int) -> np.ndarray:
-        """Rows ``[start, stop)`` as a C-contiguous array of ``self.dtype``."""
+    @functools.cached_property
+    def chunk_files(self) -> ChunkFiles | None:
+        """The stored chunks read straight into the caller's array (:mod:`~daskclust.data.chunk_files`),
+        for the zarr arrays that allow it; found where the source is read (a worker), once."""
+        return ChunkFiles.of(self.array, self.dtype) if self.kind == "zarr" else None
+
+    def read(self, start: int, stop: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``[start, stop)`` as a C-contiguous array of ``self.dtype``: ``out`` filled and
+        returned when the rows are whole chunks of a zarr array :class:`ChunkFiles` reads and ``out``
+        has their shape and dtype (a streaming reader's reused buffer), else a new array."""
+        files = self.chunk_files
+        if files is not None and files.covers(start, stop):
+            shape = (stop - start, *self.array.shape[1:])
+            if out is None or out.shape != shape or out.dtype != self.dtype or not out.flags.c_contiguous:
+                out = np.empty(shape, dtype=self.dtype)
+            files.read_into(start, stop, out)
+            return out
         if self.kind == "dask":
             block = self.array[start:stop].compute(scheduler="sync")
         elif self.kind == "packed":

@@ -25,7 +25,8 @@ class Chunk:
     arrays kept on the worker between passes (K(n), distances to the nearest
     seed, ...), which the operation may read, replace or add to; perm : the
     worker's row order (local row i is row ``perm[i]`` of the chunk in the
-    source), None when unchanged; n_rows : rows of the chunk.
+    source), None when unchanged; n_rows : rows of the chunk; largest : max |x| over its rows,
+    measured when they were validated (None where it was not: rows given to an operation by hand).
     """
 
     index: int
@@ -35,6 +36,7 @@ class Chunk:
     state: dict[str, np.ndarray] = field(default_factory=dict)
     perm: np.ndarray | None = None
     n_rows: int = 0
+    largest: float | None = None
 
     def __post_init__(self):
         if self.X is not None:

@@ -11,6 +11,7 @@ that its sums only depend on which chunks it holds.
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..data import BlockSource
-from ..data.ranges import rows_problem, weights_problem
+from ..data.ranges import checked_rows, weights_problem
 from ..errors import InvalidDataError
 from ..persistence.chunk_states import PERM, read_state, write_state
 from .cluster import WorkerWatch
@@ -39,6 +40,7 @@ class _Slot:
     X: np.ndarray | None = None
     w: np.ndarray | None = None
     validated: bool = False
+    largest: float | None = None  # max |x| over the rows, measured when they were validated
     digest: str | None = None  # content digest of the chunk's rows and weights in source order, set when validated
     state: dict[str, np.ndarray] = field(default_factory=dict)
     perm: np.ndarray | None = None  # row order on the worker: local row i is source row perm[i]
@@ -90,6 +92,46 @@ def tree_merge(op: ChunkOp, accs: list) -> Any:
     return accs[0]
 
 
+def _references(items: list, i: int) -> int:
+    """The reference count of ``items[i]``."""
+    return sys.getrefcount(items[i])
+
+
+_ONLY_LISTED = _references([object()], 0)
+"""What :func:`_references` counts for an object that only its list refers to (measured, not assumed:
+interpreters count the references of a call's arguments differently)."""
+
+
+class ReadBuffers:
+    """The arrays one streaming thread reads its chunks into, reused from chunk to chunk.
+
+    A fresh 64 MiB array costs the kernel a page fault and a zeroed page every 4 KiB, about as much
+    CPU as reading the rows into it from the page cache; so a thread reading chunk k + 1 while it
+    computes on chunk k reads into the array of chunk k - 1. An array is handed out again only when
+    nothing but this pool refers to it (its reference count): an operation that kept a chunk's rows,
+    or a view of them, keeps them, and the pool takes a new array instead.
+    """
+
+    SIZE = 2
+    """Arrays kept: the chunk computed on and the one being read."""
+
+    def __init__(self):
+        self._arrays: list[np.ndarray] = []
+
+    def _free(self) -> list[np.ndarray]:
+        return [self._arrays[i] for i in range(len(self._arrays)) if _references(self._arrays, i) == _ONLY_LISTED]
+
+    def take(self) -> np.ndarray | None:
+        """A free array to read into (None: none is free, the source allocates one)."""
+        free = self._free()
+        return free[0] if free else None
+
+    def keep(self, array: np.ndarray) -> None:
+        """Pool ``array``, the rows just read; arrays held elsewhere leave the pool."""
+        if not any(a is array for a in self._arrays):
+            self._arrays = self._free()[: self.SIZE - 1] + [array]
+
+
 class Shard:
     """Dask actor: a worker's chunks, their per-chunk state, and passes over them.
 
@@ -104,14 +146,18 @@ class Shard:
     state_store : str or None
         A zarr location for the per-row state (K(n), ...) between passes instead
         of worker memory, for N x C' too large for the cluster.
+    digests : bool
+        Digest each chunk's content when it is first read (:func:`chunk_digest`); else only when
+        :meth:`content_digests` asks, reading the chunk again.
     """
 
     def __init__(self, x_source: BlockSource | None, w_source: BlockSource | None, persist: bool,
-                 state_store: str | None = None):
+                 state_store: str | None = None, digests: bool = True):
         self._x_source = x_source
         self._w_source = w_source
         self._persist = persist
         self._state_store = state_store
+        self._digests = digests
         self._slots: dict[int, _Slot] = {}
         self._nthreads = _worker_threads()
         self._pool = ThreadPoolExecutor(self._nthreads, thread_name_prefix="daskclust-shard")
@@ -147,12 +193,13 @@ class Shard:
             return worker.data[ref.key]
         return ref.result()
 
-    def _load(self, slot: _Slot) -> tuple[np.ndarray, np.ndarray]:
-        """The chunk's rows and weights, read (and validated on first read) if needed."""
+    def _load(self, slot: _Slot, into: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk's rows and weights, read (and validated on first read) if needed; streamed rows are
+        read into ``into`` where the source can (:meth:`~daskclust.data.BlockSource.read`)."""
         X = slot.X
         read = 0
         if X is None:
-            X = self._x_source.read(slot.start, slot.stop)
+            X = self._x_source.read(slot.start, slot.stop, into)
             read += (slot.stop - slot.start) * self._x_source.row_bytes
         w = slot.w
         if w is None and self._w_source is not None:
@@ -165,7 +212,8 @@ class Shard:
         w = _NO_WEIGHTS if w is None else np.ascontiguousarray(w, dtype=np.float64)
         if not slot.validated:
             self._validate(slot, X, w)
-            slot.digest = chunk_digest(*(_in_source_order(slot, X, w) if slot.X is not None else (X, w)))
+            if self._digests:
+                slot.digest = chunk_digest(*(_in_source_order(slot, X, w) if slot.X is not None else (X, w)))
             slot.validated = True
         if slot.perm is not None and slot.X is None:  # streamed: put the fresh rows in the worker's order
             X = np.ascontiguousarray(X[slot.perm])
@@ -177,17 +225,21 @@ class Shard:
     @staticmethod
     def _validate(slot: _Slot, X: np.ndarray, w: np.ndarray) -> None:
         """The range rules of :mod:`daskclust.data.ranges` (too small only on the whole data, in
-        the first seeding pass: tiny values beside large ones are fine)."""
-        problem = rows_problem(X, slot.start, "cluster", slot.index) or \
-            (weights_problem(w, slot.start, slot.index) if w.shape[0] else None)
+        the first seeding pass: tiny values beside large ones are fine); keeps max |x| in ``slot``."""
+        problem, slot.largest = checked_rows(X, slot.start, "cluster", slot.index)
+        problem = problem or (weights_problem(w, slot.start, slot.index) if w.shape[0] else None)
         if problem:
             raise InvalidDataError(problem)
 
     def content_digests(self) -> dict[int, str]:
         """The content digest of every chunk held, by chunk index (:func:`chunk_digest`); chunks not
         read yet are read (and validated) now, in parallel."""
-        unread = [slot for slot in self._slots.values() if slot.digest is None]
-        list(self._pool.map(self._load, unread))
+        def digest(slot: _Slot) -> None:
+            X, w = self._load(slot)
+            if slot.digest is None:  # a shard without digests on first read
+                slot.digest = chunk_digest(*_in_source_order(slot, X, w))
+
+        list(self._pool.map(digest, [slot for slot in self._slots.values() if slot.digest is None]))
         return {index: slot.digest for index, slot in self._slots.items()}
 
     def bytes_read(self) -> int:
@@ -234,18 +286,21 @@ class Shard:
         acc = op.new_acc()
         slots = [self._slots[i] for i in indices]
         reads = getattr(op, "reads_rows", True)
-        ahead = self._io.submit(self._load, slots[0]) if slots and reads and not self._persist else None
+        streams = bool(slots) and reads and not self._persist
+        buffers = ReadBuffers() if streams else None
+        ahead = self._io.submit(self._load, slots[0], buffers.take()) if streams else None
         for pos, slot in enumerate(slots):
             if not reads:
                 X = w = None
             elif ahead is not None:  # streaming: this chunk was read while the previous one computed
                 X, w = ahead.result()
+                buffers.keep(X)
                 nxt = pos + 1
-                ahead = self._io.submit(self._load, slots[nxt]) if nxt < len(slots) else None
+                ahead = self._io.submit(self._load, slots[nxt], buffers.take()) if nxt < len(slots) else None
             else:
                 X, w = self._load(slot)
             self._state_in(slot)
-            op.run(Chunk(slot.index, slot.start, X, w, slot.state, slot.perm, slot.stop - slot.start), acc)
+            op.run(Chunk(slot.index, slot.start, X, w, slot.state, slot.perm, slot.stop - slot.start, slot.largest), acc)
             self._state_out(slot)
             if chunk_done is not None:
                 chunk_done()

@@ -41,13 +41,15 @@ def create_sketch_store(target: Location, transform: dict, shape: tuple[int, int
 
 def write_sketch_rows(target: Location, start: int, values: np.ndarray, indices: np.ndarray,
                       weights: np.ndarray | None) -> None:
-    """Write the sketches of rows ``start`` onwards (a whole store chunk, run on the worker holding it)."""
+    """Write the sketches of rows ``start`` onwards (a whole store chunk, run on the worker holding it),
+    every chunk stored (:data:`~daskclust.io.ARRAY_CONFIG`, a runtime setting of the opened arrays: a
+    chunk of zeros left out would read as damage)."""
     group = zarr.open_group(target.url, mode="r+", **target.zarr_kwargs)
     span = slice(start, start + len(values))
-    group["values"][span] = values
-    group["indices"][span] = indices
+    group["values"].with_config(ARRAY_CONFIG)[span] = values
+    group["indices"].with_config(ARRAY_CONFIG)[span] = indices
     if weights is not None:
-        group["weights"][span] = weights
+        group["weights"].with_config(ARRAY_CONFIG)[span] = weights
 
 
 def open_sketch_store(location: Location) -> tuple[object, object, object | None, dict]:

@@ -20,7 +20,7 @@ from daskclust.kernels.estep import (
 from daskclust.kernels.rng import stream_key, uniform
 from daskclust.kernels.search import RADIX_BITS, radix_sort
 from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys
-from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row
+from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row, max_abs
 from daskclust.models import MeanParams
 
 from reference import sq_distances, truncated_estep
@@ -107,6 +107,20 @@ def test_validation_kernels_find_first_bad_row():
     assert first_invalid_weight(np.array([1.0, 0.0, 2.0])) == -1
     assert first_invalid_weight(np.array([1.0, -0.5, np.nan])) == 1
     assert first_invalid_weight(np.array([1.0, np.inf])) == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_abs_is_the_largest_magnitude_nan_ignored(dtype):
+    rng = np.random.default_rng(0)
+    for X in (rng.normal(size=(300, 7)), -rng.uniform(1, 2, (50, 3)), rng.uniform(1, 2, (50, 3)),
+              np.full((4, 2), -0.0), np.array([[1.0, -np.inf]]), np.zeros((0, 3))):
+        X = X.astype(dtype)
+        want = float(np.abs(X).max()) if X.size else 0.0
+        assert max_abs(X) == want and not np.signbit(max_abs(X))
+    X = rng.normal(size=(300, 7)).astype(dtype)
+    want = float(np.abs(X).max())
+    X[5, 2] = np.nan
+    assert max_abs(X) == want
 
 
 def test_counter_rng_is_uniform_and_keyed():

@@ -78,6 +78,35 @@ def test_weights_travel_with_the_sketch(client, tmp_path):
     assert np.array_equal(stored.weights[:], w)
 
 
+def test_a_chunk_of_zeros_is_stored(client, tmp_path):
+    """A chunk of all-zero rows sketches to values equal to the store's fill value: it is written all
+    the same (the reader takes a missing chunk for damage)."""
+    X, _ = blobs(800, 10, 3, seed=4)
+    X[200:400] = 0.0
+    stored = Sketch(3).fit_transform(X, client=client, chunk_rows=200, output=tmp_path / "z.zarr")
+    assert np.all(stored.values[200:400] == 0)
+    again = SketchedData.open(tmp_path / "z.zarr")
+    assert np.array_equal(again.values[:], Sketch(3).fit_transform(X, client=client, chunk_rows=200).values)
+
+
+@pytest.mark.parametrize("P, Q, n_shared", [(32, 4, 0), (32, 4, 2), (64, 24, 0), (300, 40, 5), (784, 31, 0), (784, 78, 0)])
+def test_kept_entries_are_those_of_the_whole_transform_either_route(P, Q, n_shared):
+    """Few kept entries are computed as products with rows of H D, many from the whole DCT: the same values
+    (to round-off), the same sorted draws."""
+    t = SketchTransform.draw(P, Q, n_shared, "dct", 2)
+    X = np.random.default_rng(1).normal(size=(400, P)) * 50
+    rows = np.arange(5000, 5400)
+    values, idx = t.sketch_rows(X, rows)
+    assert t.direct == (Q <= 4 * np.log2(P))
+    assert np.all(np.diff(idx.astype(int), axis=1) > 0) and all(np.isin(t.shared, r).all() for r in idx)
+    full = t.precondition_rows(X)
+    np.testing.assert_allclose(values, np.take_along_axis(full, idx.astype(int), axis=1), rtol=0, atol=1e-12)
+    into = np.empty((400, Q), np.float32), np.empty((400, Q), t.index_dtype)
+    t.sketch_into(X.astype(np.float32), rows, *into)
+    assert np.array_equal(into[1], idx)
+    np.testing.assert_allclose(into[0], values, rtol=1e-6, atol=1e-4)
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(n_kept=11), InvalidParameterError, "n_kept"),
     (dict(n_kept=0), InvalidParameterError, "n_kept"),
