@@ -142,15 +142,14 @@ def given_centres(engine, spec, seed_value: int) -> SeedResult:
     moments; the trees ride along it), then sigma^2 from the trees' leaves (:class:`LeafErrorOp`) instead of a
     pass giving every row its nearest centre: the cell E-step starts each cell from the centre nearest to its
     mean, and sigma^2, which only starts covariances not given, is the leaves' bound (each leaf's rows at the
-    centre nearest to their mean; a leaf holds at most ``leaf_size`` rows)."""
+    centre nearest to their mean: a bound from above of the rows' own, within the leaves' spread)."""
     t0 = time.perf_counter()
     data = engine.data
     C, D, init = spec.n_clusters, data.n_features, spec.init
     centres = check_init(init, C, D)
     draw = DrawOp(seed_value, 0, first_draw_rows(init, C, D, data.n_samples), D)
     rate = round_sample_rate(init, C, D, data.n_samples, spec.oversampling_factor, spec.init_rounds)
-    with engine.phase("seeding"):
-        first = engine.map_reduce(FirstPassOp(data.n_chunks, draw, rate))
+    first = engine.map_reduce(FirstPassOp(data.n_chunks, draw, rate))
     if first["W"].sum() <= 0:
         raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
     check_not_too_small(first["max_abs"][0], data.dtype, D)
