@@ -104,6 +104,7 @@ class CellEStepOp(EStepOp):
         X, w = packed_cells(tree, frontier)
         K = chunk.state.get(STATE_CELL_K) if self.keep_state else np.empty((len(frontier), 0), dtype=np.int32)
         if K is None:
+            chunk.state.pop(STATE_SEED_LABEL, None)  # the seeding's, for rows: each cell starts from its mean's
             d2 = ((tree.mean[frontier][:, None, :] - self.kernel.means[None]) ** 2).sum(axis=2)
             K = np.full((len(frontier), self.n_truncated), -1, dtype=np.int32)
             K[:, 0] = np.argmin(d2, axis=1)
@@ -240,15 +241,15 @@ def build_op(refine: RefineSettings, full: bool, n_components: int, n_chunks: in
 
 
 def build_cells(engine, refine: RefineSettings, full: bool, store: Location | None = None,
-                fingerprint: dict | None = None, n_components: int = 1, built: bool = False) -> np.ndarray:
-    """Every chunk's tree and initial partition (one pass over the rows): (cells, leaves, W). ``built``: the
-    trees were built already (:func:`build_op` rode along the seeding's first pass): only counted.
+                fingerprint: dict | None = None, n_components: int = 1, built: np.ndarray | None = None) -> np.ndarray:
+    """Every chunk's tree and initial partition (one pass over the rows): (cells, leaves, W). ``built``: those of
+    trees built already (:func:`build_op` rode along the seeding's first pass).
 
     With a ``store``: the trees are read from it when it holds trees of the same data (``fingerprint``),
     leaf size and layout -- no pass over the rows -- and written to it otherwise (a fresh store only:
     trees of other data there are refused, never replaced)."""
     meta = {"data": fingerprint, "leaf_size": refine.leaf_size, "max_leaves": refine.max_leaves, "full": full}
-    stored, found = tree_record(store) if store is not None and not built else (False, None)
+    stored, found = tree_record(store) if store is not None and built is None else (False, None)
     if stored:
         if found != meta:
             raise InvalidParameterError(f"the tree store {store} holds trees of other data or settings: "
@@ -256,14 +257,13 @@ def build_cells(engine, refine: RefineSettings, full: bool, store: Location | No
         restore_states(engine, store.url, n_components,
                        lambda why: InvalidDataError(f"the tree store {store} is damaged: {why}"))
         return engine.map_reduce(FrontierOp(initial_depth(refine, n_components, engine.data.n_chunks)))
-    if built:
-        cells = engine.map_reduce(CountCellsOp())
-    else:
+    if built is None:
         with engine.phase("kd-trees"):
-            cells = engine.map_reduce(build_op(refine, full, n_components, engine.data.n_chunks))
+            built = engine.map_reduce(build_op(refine, full, n_components, engine.data.n_chunks))
     if store is not None:
+        engine.map_reduce(CountCellsOp())  # drops the seeding's labels: a tree store keeps no state of a fit
         write_tree_store(store, meta, engine.save_state)
-    return cells
+    return built
 
 
 def _differences(found, wanted: dict) -> str:
@@ -282,8 +282,8 @@ def _differences(found, wanted: dict) -> str:
 
 @dataclass
 class CountCellsOp:
-    """(cells, leaves, W) of the partition the chunks hold (a resumed fit's, restored from its checkpoint; or
-    the initial one of trees built during the seeding, whose seed labels the cells do not use: dropped)."""
+    """(cells, leaves, W) of the partition the chunks hold (a resumed fit's, restored from its checkpoint); the
+    seeding's labels of the rows, which the cells do not use, are dropped."""
 
     reads_rows = False
 

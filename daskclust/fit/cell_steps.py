@@ -53,7 +53,7 @@ class CellSteps(MixtureSteps):
         engine.ride_along(build_op(self.refine, self.full, spec.n_clusters, engine.data.n_chunks))
         if isinstance(spec.init, str):
             return super().seed(engine, spec, seed_value)
-        seeding = given_centres(engine, spec, seed_value)
+        seeding = given_centres(engine, spec, seed_value, spread=self.covariances is None)
         return seeding, self.initial_params(spec, seeding)
 
     def trees(self, engine, n_clusters: int, resumed: bool = False):
@@ -61,7 +61,7 @@ class CellSteps(MixtureSteps):
         ``tree_store``; a resumed fit's partition as its checkpoint restored it."""
         if resumed:
             return engine.map_reduce(CountCellsOp())
-        built = engine.ridden() is not None
+        built = engine.ridden()
         engine.ride_along(None)  # not taken by the seeding: built below instead
         store = Location.parse(self.tree_store) if self.tree_store is not None else None
         fingerprint = {**engine.data.fingerprint(), FINGERPRINT_CONTENT: engine.content_fingerprint()}
@@ -137,12 +137,13 @@ class GreedySteps(CellSteps):
         return float(MixtureIndex(self.dense_family, params, exact=True).top(self.X_val, 1)[2].mean())
 
 
-def given_centres(engine, spec, seed_value: int) -> SeedResult:
+def given_centres(engine, spec, seed_value: int, spread: bool = True) -> SeedResult:
     """The seeding of given centres (``init`` an array) on cells: the seeding's first pass (validation, the data's
-    moments; the trees ride along it), then sigma^2 from the trees' leaves (:class:`LeafErrorOp`) instead of a
-    pass giving every row its nearest centre: the cell E-step starts each cell from the centre nearest to its
-    mean, and sigma^2, which only starts covariances not given, is the leaves' bound (each leaf's rows at the
-    centre nearest to their mean: a bound from above of the rows' own, within the leaves' spread)."""
+    moments; the trees ride along it) and no pass giving every row its nearest centre: the cell E-step starts
+    each cell from the centre nearest to its mean. sigma^2 only starts the covariances not given: with
+    ``spread``, the leaves' quantization error (:class:`LeafErrorOp`, each leaf's rows at the centre nearest to
+    their mean: a bound from above of the rows' own, within the leaves' spread); without, the data's variance
+    per feature stands in (no pass)."""
     t0 = time.perf_counter()
     data = engine.data
     C, D, init = spec.n_clusters, data.n_features, spec.init
@@ -153,9 +154,12 @@ def given_centres(engine, spec, seed_value: int) -> SeedResult:
     if first["W"].sum() <= 0:
         raise InvalidDataError("sample_weight sums to zero: no row has positive weight")
     check_not_too_small(first["max_abs"][0], data.dtype, D)
-    dense, n_test = pruning_test(centres, seed_value)
-    index = NearestIndex(centres, dense=dense)
-    qe, W, n_leaf = engine.map_reduce(LeafErrorOp(index))
     W_all, _, ss = first["moments"]
-    return SeedResult(np.ascontiguousarray(centres), float(qe) / (D * float(W)), time.perf_counter() - t0,
-                      int(n_test + index.n_build + n_leaf), "array", float(ss.mean() / W_all))
+    variance = float(ss.mean() / W_all)
+    sigma2, n_distances = variance, 0
+    if spread:
+        dense, n_test = pruning_test(centres, seed_value)
+        index = NearestIndex(centres, dense=dense)
+        qe, W, n_leaf = engine.map_reduce(LeafErrorOp(index))
+        sigma2, n_distances = float(qe) / (D * float(W)), int(n_test + index.n_build + n_leaf)
+    return SeedResult(np.ascontiguousarray(centres), sigma2, time.perf_counter() - t0, n_distances, "array", variance)

@@ -196,13 +196,15 @@ def test_same_model_after_resume(client, tmp_path):
     assert np.allclose(resumed.covariances_, whole.covariances_, rtol=1e-10, atol=1e-12)
 
 
-def test_given_means_read_the_rows_once(client, tmp_path):
+@pytest.mark.parametrize("precisions", [False, True])
+def test_given_means_read_the_rows_once(client, tmp_path, precisions):
     """Given means_init, the seeding's first pass is the only read of a streamed store: the trees ride along it,
-    each cell starts from the centre nearest to its mean, sigma^2 comes from the leaves. The model is the one
-    of the same rows in memory."""
+    each cell starts from the centre nearest to its mean, sigma^2 (without precisions_init) comes from the
+    leaves. The model is the one of the same rows in memory, as good as exact EM's."""
     X, mu = mixture(n=8000, C=4, seed=8)
     zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(1000, 2))
-    common = dict(covariance_type="full", means_init=mu + 0.3, random_state=0)
+    common = dict(covariance_type="full", means_init=mu + 0.3, random_state=0,
+                  **({"precisions_init": np.broadcast_to(np.eye(2) / 2, (4, 2, 2)).copy()} if precisions else {}))
     streamed = CellGaussianMixture(4, memory_budget=1, **common).fit(str(tmp_path / "x.zarr"), client=client)
     assert streamed.bytes_read_ == X.nbytes
     persisted = CellGaussianMixture(4, chunk_rows=1000, **common).fit(X, client=client)
