@@ -33,11 +33,12 @@ initialises both algorithms with k-means):
   (Verbeek et al. 2006's algorithm: every cell evaluates every component).
 
 Each runs to convergence with the default tolerances. Measured: held-out log-likelihood per point
-(``score(test, exact=True)``), time (``fit_time_``: data placement, the assignment pass of the given
-means, the tree build for cells, EM and refinement; and the EM iterations' own, the history's seconds)
+(``score(test, exact=True)``), time (``fit_time_``: data placement, the seeding's passes -- for exact EM the
+first pass and the assignment pass of the given means, for cells the first pass with the tree build riding
+along it --, EM and refinement; and the EM iterations' own, the history's seconds)
 and counted evaluations (``seeding_distances_``
 plus the history's ``n_distances``: (row, component) pairs for exact EM, (cell, component) pairs for
-cells; the cells' refinement proposals are counted there too). Speedups are
+cells; the cells' refinement evaluations are counted there too). Speedups are
 exact EM's over each accelerated variant's; "LL within 0.5 %" compares the accelerated fit's held-out
 log-likelihood with exact EM's, relative to |exact EM's|.
 
@@ -557,20 +558,22 @@ def notes(series: list[dict], shapes: list[dict], written: Path | None) -> list[
         "every fit starts from the same parameters (k-means|| seeds of KMeans(k, max_iter=0), equal weights, sigma^2 I); "
         "that seeding ("
         + ", ".join(f"{case['seeding']['seconds']:.2f} s at N = {case['n']:,}" for case in series)
-        + " in the N series) is in nobody's time or evaluations. seconds: fit_time_ (data placement, the assignment "
-          "pass of the given means, the cells' tree build, EM and refinement); EM seconds: the EM iterations only "
-          "(history_ seconds: E-step pass, M-step; no tree build, no refinement proposals or expansions), the time "
-          "counterpart of Verbeek et al. 2006's measure; defaults otherwise (tol 1e-4, cells: "
-          "leaf_size 16, initial depth 4 (deeper for 100 cells per component), refine_tol 1e-4 on the gain "
-          "proposed, refine_fraction 0.5 with half the proposed gain)",
-        "evaluations: seeding_distances_ (the given means' assignment pass over the rows, the same for every system) + "
+        + " in the N series) is in nobody's time or evaluations. seconds: fit_time_ (data placement, the seeding's "
+          "passes: for exact EM the first pass and the assignment pass of the given means, for cells the first pass "
+          "with the tree build riding along it; EM and refinement); EM seconds: the EM iterations only "
+          "(history_ seconds: E-step pass, M-step; no tree build, no refinement passes), the time "
+          "counterpart of Verbeek et al. 2006's measure; defaults otherwise (tol 1e-4, cells: leaf_size 16 (or "
+          "n / 8192 of a chunk's n rows when more), initial depth 4 (deeper for 100 cells per component), "
+          "refine_tol 1e-4, each round splitting the cells gaining at least refine_tol |F| W / cells, down the tree)",
+        "evaluations: seeding_distances_ (exact EM: the given means' assignment pass over the rows; cells: the "
+        "leaves' nearest given mean, for sigma^2) + "
         "history_ n_distances, i.e. (row, component) pairs for exact EM and (cell, component) pairs for cells (a pair "
         "costs about 2 D^2 flops on a cell against D (D + 1) on a row); EM evaluations: the history's only, Verbeek et al. 2006's "
         "measure. Speedups: exact EM's over the variant's. LL gap: (exact - cells) / |exact| in %",
     ]
     share = max((case["fits"][name]["proposals"] / max(case["fits"][name]["em_evaluations"], 1), case["n"], name)
                 for case in cases for name in VARIANTS[1:])
-    out.append(f"the cells' refinement proposals (children scored over their parent's C' components) are counted in "
+    out.append(f"the cells' refinement evaluations (cells and children scored over their C' components) are counted in "
                f"history_ (on the iteration before each round): at most {100 * share[0]:.0f} % of a variant's EM "
                f"evaluations (N = {share[1]:,}, {share[2]})")
     for case in cases:

@@ -25,7 +25,7 @@ from ..errors import ClusterError, DaskclustError
 from . import cluster
 from .cluster import WorkerWatch, scheduler_workers
 from .events import ChunkEvents, ChunkListener
-from .ops import ChunkOp
+from .ops import ChunkOp, Paired
 from .packing import pack, unpack
 from .shard import Shard
 
@@ -128,6 +128,8 @@ class Engine:
         self.n_passes = 0
         self.pass_seconds = 0.0
         self._content: str | None = None
+        self._rider: ChunkOp | None = None
+        self._ridden: Any = None
 
     def residence(self) -> str:
         """Where the rows are, and why, for the fit's messages: persisted on the workers, or streamed
@@ -253,6 +255,10 @@ class Engine:
 
         Raises :class:`WorkerLost` when a worker holding chunks leaves the cluster.
         """
+        if self._rider is not None and getattr(op, "reads_rows", True):  # the rider (ride_along) comes along
+            rider, self._rider = self._rider, None
+            result, self._ridden = self.map_reduce(Paired(op, rider))
+            return result
         t0 = time.perf_counter()
         others = [(shard, worker.address) for shard, worker in zip(self.shards[1:], self.workers[1:])]
         events = self._bar(op)
@@ -266,6 +272,16 @@ class Engine:
         self.n_passes += 1
         self.pass_seconds += time.perf_counter() - t0
         return result
+
+    def ride_along(self, op: ChunkOp | None) -> None:
+        """Run ``op`` with the next pass that reads the rows, in the same visit of each chunk (after that
+        pass's own operation): a streamed store is then read once for both. Its merged accumulator is
+        :meth:`ridden` once that pass has run. None: no operation rides along (any waiting is dropped)."""
+        self._rider, self._ridden = op, None
+
+    def ridden(self) -> Any:
+        """The accumulator of the operation given to :meth:`ride_along`, None while no pass has taken it."""
+        return self._ridden
 
     @contextlib.contextmanager
     def phase(self, name: str):
@@ -343,6 +359,7 @@ class Engine:
         state, no bytes counted; the data stay where they are): the next run on this engine is the run
         a new engine would give, without placing the data again."""
         self._on_all("forget")
+        self._rider = self._ridden = None
         self.n_passes = 0
         self.pass_seconds = 0.0
 

@@ -73,6 +73,32 @@ def leaving(op: ChunkOp, acc: Any) -> Any:
     return compact(acc) if compact is not None else acc
 
 
+@dataclass
+class Paired:
+    """Two operations in one pass: each chunk is folded by ``first``, then by ``second`` (which sees the
+    state ``first`` left); the accumulator is the pair of theirs. It reads the rows if either does."""
+
+    first: Any
+    second: Any
+
+    @property
+    def reads_rows(self) -> bool:
+        return getattr(self.first, "reads_rows", True) or getattr(self.second, "reads_rows", True)
+
+    def new_acc(self) -> tuple:
+        return self.first.new_acc(), self.second.new_acc()
+
+    def run(self, chunk: Chunk, acc: tuple) -> None:
+        self.first.run(chunk, acc[0])
+        self.second.run(chunk, acc[1])
+
+    def merge(self, a: tuple, b: tuple) -> tuple:
+        return self.first.merge(a[0], b[0]), self.second.merge(a[1], b[1])
+
+    def compact(self, acc: tuple) -> tuple:
+        return leaving(self.first, acc[0]), leaving(self.second, acc[1])
+
+
 def add_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Merge for accumulators that are dicts of arrays summed element-wise."""
     for name, value in b.items():

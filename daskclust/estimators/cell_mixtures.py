@@ -21,14 +21,16 @@ class CellGaussianMixture(GaussianMixture):
 
     Every chunk is partitioned, on its worker, by a kd-tree whose nodes split at the bisector of their
     first principal component and cache their statistics (n_A, mean, within-cell covariance or its
-    diagonal): one pass over the rows after the seeding. EM then runs on cells, reading only those
-    statistics (a streamed store is not read again): each cell shares its responsibilities (Eq. 9),
+    diagonal), built in the seeding's first pass over the rows (given ``means_init``, that pass is the
+    only one: each cell starts from the centre nearest to its mean). EM then runs on cells, reading only
+    those statistics (a streamed store is not read again): each cell shares its responsibilities (Eq. 9),
     truncated to its C' best components among the estimated neighbourhoods, and the M-step uses the
-    cells' statistics (Eqs. 11-13). When EM has converged on a partition, each chunk proposes the
-    cells whose split raises the bound F most, the driver expands the best ``refine_fraction`` of
-    them cluster-wide, and EM continues, until what splitting could still gain is below ``refine_tol``. Cost per
-    iteration: O(cells C' G D) ("diag") or O(cells C' G D^2) ("full"), against O(N ...) on rows.
-    F over cells bounds the log-likelihood from below; with every cell a single row it is exact EM.
+    cells' statistics (Eqs. 11-13). When EM has converged on a partition, each chunk replaces every cell
+    whose split would raise the bound F by at least its share of the tolerance, ``refine_tol`` |F| W /
+    cells, by its children, and those children in turn, best first; EM continues until what splitting
+    every cell could still gain is below ``refine_tol`` |F| W. Cost per iteration: O(cells C' G D)
+    ("diag") or O(cells C' G D^2) ("full"), against O(N ...) on rows. F over cells bounds the
+    log-likelihood from below; with every cell a single row it is exact EM.
 
     A separate estimator rather than a ``cells=True`` option: its parameters (leaf size, depth,
     refinement) and its history (rounds of refinement, ``refinement_``) are its own; predict, score,
@@ -38,7 +40,9 @@ class CellGaussianMixture(GaussianMixture):
     ----------
     covariance_type : {"diag", "full"}, default="diag"
     leaf_size : int, default=16
-        Nodes of at most this many rows are leaves (1: the finest partition is the rows).
+        Nodes of at most this many rows are leaves (1: the finest partition is the rows), or of at most
+        n / 8192 of a chunk's n rows when that is more (a large chunk's tree keeps about 8192 leaves:
+        refinement uses far fewer, and the build's time and the trees' memory grow with them).
     initial_depth : int, default=4
         The first partition: every node at this depth of each chunk's tree (16 cells a chunk), deeper
         where needed for 100 cells per component. Verbeek et al. 2006 starts at depth 2 of one tree; on 200,000
@@ -46,19 +50,20 @@ class CellGaussianMixture(GaussianMixture):
         optimum (held-in log-likelihood -5.096 against -4.957 for EM on the rows), depth 4 reached
         -4.958; at k = 50 on 10^5 rows depth 4 starved 18 components, depth 8 none (the bench's run).
     refine_tol : float, default=1e-4
-        Stop refining when splitting every proposed cell would raise F by less than this share of |F|.
+        Stop refining when splitting every cell would raise F by less than this share of |F| (summed over
+        the data); a round splits the cells that would raise it by their share of that, or more.
     tol : float, default=1e-4
         EM on a partition stops when F per point changes by at most ``tol`` relatively (Verbeek et al. 2006's
         rule; refinement then decides whether to go on).
-    refine_fraction : float, default=0.5
-        Most cells expanded per round, as a share of the current cells; a round expands the best
-        proposals holding half of the round's proposed gain.
+    refine_fraction : float, default=1.0
+        Most cells expanded per round, as a share of each chunk's current cells (the largest gains first).
     max_refine : int, default=30
         Most refinement rounds.
     tree_store : str or None, default=None
         A location (path or URL every worker reaches) keeping the trees between fits: written by the
         first fit, read by later fits on the same data with the same ``leaf_size`` and covariance
-        layout (no pass over the rows to build them); trees of other data there are refused.
+        layout (no tree build: the trees otherwise ride along the seeding's first pass, so this saves
+        the build's time, not a read of the rows); trees of other data there are refused.
 
     Notes
     -----
@@ -67,9 +72,10 @@ class CellGaussianMixture(GaussianMixture):
     Attributes
     ----------
     refinement_ : list of dict
-        Per round: cells, leaves, free energy, EM iterations, cells expanded, their proposed gain
-        relative to |F|, and the (cell, component) evaluations of the proposals (also counted in the
-        history's ``n_distances``, on the iteration before them).
+        Per round: cells, leaves, free energy, EM iterations, cells expanded after it, the gain of
+        splitting every cell relative to |F| (summed over the data), and the (cell, component)
+        evaluations of the refinement (also counted in the history's ``n_distances``, on the iteration
+        before it).
     Others as in :class:`GaussianMixture`; ``history_`` holds every round's iterations in turn.
     """
 
@@ -87,7 +93,7 @@ class CellGaussianMixture(GaussianMixture):
     }
 
     def __init__(self, n_components=1, *, covariance_type="diag", leaf_size=16, initial_depth=4, refine_tol=1e-4,
-                 refine_fraction=0.5, max_refine=30, tree_store=None, n_truncated=5, search="estimated", n_neighbors=5,
+                 refine_fraction=1.0, max_refine=30, tree_store=None, n_truncated=5, search="estimated", n_neighbors=5,
                  n_explore=None, n_init_esteps=0, n_samples=5, reg_covar=1e-6, learn_weights=None,
                  weights_init=None, means_init=None, precisions_init=None, init="k-means||", n_init=1, max_iter=100,
                  tol=1e-4, random_state=None, oversampling_factor=2.0, init_rounds=5, chain_length=5, coreset=None,
@@ -188,7 +194,7 @@ class GreedyGaussianMixture(CellGaussianMixture):
 
     def __init__(self, n_components=10, *, covariance_type="full", n_candidates=5, partial_iter=30, patience=1,
                  min_improvement=1e-4,
-                 leaf_size=16, initial_depth=4, refine_tol=1e-4, refine_fraction=0.5, max_refine=30, tree_store=None,
+                 leaf_size=16, initial_depth=4, refine_tol=1e-4, refine_fraction=1.0, max_refine=30, tree_store=None,
                  n_truncated=5,
                  search="estimated", n_neighbors=5, n_explore=None, n_init_esteps=0, n_samples=5, reg_covar=1e-6,
                  learn_weights=None, weights_init=None, means_init=None, precisions_init=None, init="k-means||",

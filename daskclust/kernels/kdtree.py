@@ -33,18 +33,20 @@ one depth are contiguous and every parent precedes its children):
                 row x goes to the left child iff sum_j (x_j - mean_j) v_j <= 0 (float64,
                 in the order j = 0..D-1), to the right one otherwise.
 
-Splitting. v is found by power iteration on the node's weighted covariance,
-starting from the coordinate axis of largest variance (the first on ties), and
-stops when ||v_{k+1} - v_k||_2 <= ``POWER_TOL`` (1e-8) or after
+Splitting. For D = 2, v is the leading eigenvector of the node's 2 x 2 weighted
+covariance in closed form (signed so that v points along the positive axis of
+largest variance, where power iteration from that axis converges; that axis when
+both eigenvalues are equal). Otherwise v is found by power iteration on the
+covariance, starting from the coordinate axis of largest variance (the first on
+ties), and stops when ||v_{k+1} - v_k||_2 <= ``POWER_TOL`` (1e-8) or after
 ``POWER_MAX_ITER`` (32) products (the covariance is positive semi-definite, so
 v never flips sign between steps). With lambda_2 / lambda_1 <= 1/2 it stops
 within ~1e-8 of the leading eigenvector; when the top eigenvalues are close it
 may stop at the cap, with a direction of nearly the largest variance (which is
 all a split needs; a node of clustered 16-D data averages ~20-30 products).
-When the node has at least D rows and D <= ``EXPLICIT_MAX_D`` the covariance
-is formed (D(D+1)/2 multiply-adds a row, less than the ~20-32 products over
-the rows it replaces) and each product costs D^2; otherwise each product is a
-pass over the node's rows (2 D multiply-adds a row), never forming a D x D
+When D <= ``EXPLICIT_MAX_D`` the covariance is formed (from the sums of the split
+that made the node, below) and each product costs D^2; otherwise each product is
+a pass over the node's rows (2 D multiply-adds a row), never forming a D x D
 matrix. A node stays a leaf when it has at most
 ``leaf_size`` rows, when its rows of positive weight are all identical
 (zero covariance: the shared responsibilities of Eq. 9 are then exact, and no
@@ -57,20 +59,39 @@ weights; zero weights allowed). A node whose weights sum to 0 has count 0 and,
 so that nothing is NaN, the *unweighted* mean and covariance of its rows; it is
 a leaf, and anything that multiplies its statistics by its count ignores them.
 
-Cost. Each level of the tree costs O(n D) (two passes over the rows for the
-moments, one over the weights, one for the partition) plus the power
-iterations (at most 32 passes of O(n D), or, for D <= 64, one O(n D^2) pass
-forming the covariances); the full covariances cost O(D^2) per internal node
-(merged from the children's, Chan et al.'s pairwise update, again a sum of
-positive terms) plus O(n D^2) for the leaves. With splits balanced to within a
-constant fraction the depth is O(log n); splits through the mean are not
-balanced in general and the depth is only bounded by n - 1 (100,000 Pareto(0.5)
-rows: depth 26 against 20 for Gaussian blobs; the 1,000 rows 2^i: depth 131).
-The build is iterative (a breadth-first queue, no recursion) and deterministic:
-the same input gives the same tree bit for bit. Measured (2 cores, 100,000
-float32 rows of 20 Gaussian blobs, leaf_size 16, diag / full): D = 2
-0.04 / 0.06 s, D = 16 0.32 / 0.39 s; leaf_size 1: D = 2 0.15 / 0.14 s, D = 16
-0.83 / 1.0 s (the full tree then holds 2n - 1 covariances of D^2 floats).
+Building. The rows are copied once (float64) and split depth first, each split a
+stable partition of the node's rows in place (through a scratch copy: two
+float64 copies of the chunk while it builds), so a node's rows are contiguous
+(and a small subtree's stay in cache) and every leaf's rows stay ascending. The
+split also sums, about the node's mean, the weights, c and c c^T (c = x - mean)
+over the rows of its smaller child; the larger child's sums are the node's totals
+(n_A times its covariance, and 0 for c) minus those. They give each child's mean
+(the node's mean plus the shift: no cancellation against the origin) and the
+covariance its own split needs. A leaf's statistics are then computed from its
+rows, centred on its first row of positive weight for the mean (identical rows
+give their value exactly) and on its mean for the covariance; an internal node's
+count is its children's summed and its covariance is merged from theirs (Chan et
+al.'s pairwise update, a sum of positive terms):
+
+    C_A = (n_L C_L + n_R C_R) / n_A + (n_L n_R / n_A^2) (<x>_L - <x>_R)(<x>_L - <x>_R)^T.
+
+The nodes are numbered breadth first at the end.
+
+Cost. Each level costs O(n D) for the partition plus at most O(n D^2) for the
+sums (D(D+1)/2 + D passes over the smaller children's rows); each leaf O(D^2) a
+row, each internal node O(D^2). With splits balanced to within a constant
+fraction the depth is O(log n); splits through the mean are not balanced in
+general and the depth is only bounded by n - 1 (100,000 Pareto(0.5) rows: depth
+26 against 20 for Gaussian blobs; the 1,000 rows 2^i: depth 131). The build is
+iterative (a stack, no recursion) and deterministic: the same input gives the
+same tree bit for bit. Measured (CPU seconds on the shared 2-core machine,
+100,000 float32 rows of 20 Gaussian blobs, diag / full; in brackets the
+breadth-first build over an index of the rows that this one replaced):
+leaf_size 16, D = 2: 0.035 / 0.040 s (0.079 / 0.086 s), D = 16: 0.34 / 0.40 s
+(0.51 / 0.58 s); leaf_size 1, D = 2: 0.20 / 0.21 s (0.28 / 0.29 s), D = 16:
+1.05 / 1.70 s (1.17 / 1.60 s; the full tree then holds 2n - 1 covariances of
+D^2 floats); 625,000 rows of a 2-D mixture (a chunk of the cells benchmark at
+N = 10^7), leaf_size 16, full: 0.27 s (0.96 s).
 """
 
 from __future__ import annotations
@@ -88,7 +109,7 @@ POWER_MAX_ITER = 32
 POWER_TOL = 1e-8
 """The power iteration stops when successive unit vectors differ by at most this (2-norm)."""
 EXPLICIT_MAX_D = 64
-"""Up to this many features (and for nodes of at least D rows) the split forms the covariance."""
+"""Up to this many features the split forms the covariance."""
 
 
 class KDTree(NamedTuple):
@@ -120,58 +141,51 @@ class KDTree(NamedTuple):
 
 
 @njit
-def _moments(X, w, order, s, e, mean, var, c, S, form):
-    """Statistics of the rows ``order[s:e]``: mean (OUT, D), diagonal variance (OUT, D).
+def _moments(X, w, s, e, mean, var, c, S, form):
+    """Statistics of the rows ``X[s:e]`` (float64, contiguous; ``w`` their weights or empty):
+    mean (OUT, D), diagonal variance (OUT, D).
 
     With ``form`` also the weighted covariance S (OUT, D x D, both triangles).
-    Returns (n_A, identical): the weight sum, and whether every row of positive
-    weight (every row when n_A = 0) equals the first one exactly. Rows are
-    centred on that first row for the mean and on the mean for the variances,
-    so neither suffers cancellation. When n_A = 0 the unit-weight statistics
-    are written.
+    Returns the weight sum n_A. Rows are centred on the first row of positive weight
+    for the mean (so that identical rows give their value exactly) and on the mean for
+    the variances, so neither suffers cancellation. When n_A = 0 the unit-weight
+    statistics are written.
     """
     D = X.shape[1]
     has_w = w.shape[0] > 0
     mass = 0.0
     ref = -1
     for k in range(s, e):
-        r = order[k]
-        wt = w[r] if has_w else 1.0
+        wt = w[k] if has_w else 1.0
         if wt > 0.0:
             mass += wt
             if ref < 0:
-                ref = r
+                ref = k
     unit = mass == 0.0  # no weight at all: unweighted statistics
     if unit:
-        ref = order[s]
+        ref = s
     for j in range(D):
         c[j] = 0.0
-    identical = True
     for k in range(s, e):
-        r = order[k]
-        wt = 1.0 if unit or not has_w else w[r]
+        wt = 1.0 if unit or not has_w else w[k]
         if wt == 0.0:
             continue
         for j in range(D):
-            t = float(X[r, j]) - float(X[ref, j])
-            if t != 0.0:
-                identical = False
-            c[j] += wt * t
+            c[j] += wt * (X[k, j] - X[ref, j])
     n_eff = float(e - s) if unit else mass
     for j in range(D):
-        mean[j] = float(X[ref, j]) + c[j] / n_eff
+        mean[j] = X[ref, j] + c[j] / n_eff
         var[j] = 0.0
     if form:
         for a in range(D):
             for b in range(D):
                 S[a, b] = 0.0
     for k in range(s, e):
-        r = order[k]
-        wt = 1.0 if unit or not has_w else w[r]
+        wt = 1.0 if unit or not has_w else w[k]
         if wt == 0.0:
             continue
         for j in range(D):
-            c[j] = float(X[r, j]) - mean[j]
+            c[j] = X[k, j] - mean[j]
         if form:
             for a in range(D):
                 wc = wt * c[a]
@@ -189,7 +203,24 @@ def _moments(X, w, order, s, e, mean, var, c, S, form):
     else:
         for j in range(D):
             var[j] /= n_eff
-    return mass, identical
+    return mass
+
+
+@njit
+def _identical(X, w, s, e):
+    """Whether every row of ``X[s:e]`` of positive weight equals the first one (stops at the first that differs)."""
+    has_w = w.shape[0] > 0
+    ref = -1
+    for k in range(s, e):
+        if has_w and w[k] == 0.0:
+            continue
+        if ref < 0:
+            ref = k
+            continue
+        for j in range(X.shape[1]):
+            if X[k, j] != X[ref, j]:
+                return False
+    return True
 
 
 @njit
@@ -222,12 +253,39 @@ def _step(u, v):
 
 
 @njit
+def _eigen_2x2(S, v, j0):
+    """The leading eigenvector of the 2 x 2 covariance S into v (OUT) in closed form, the sign of axis j0
+    (where power iteration from j0 converges); the axis j0 when both eigenvalues are equal (S = s I).
+    Returns 1 (a product's worth), or -1 when S is zero or not finite."""
+    a, b, c = S[0, 0], S[0, 1], S[1, 1]
+    half = 0.5 * (a - c)
+    if b == 0.0:
+        if not (np.isfinite(a) and np.isfinite(c)) or (a == 0.0 and c == 0.0):
+            return -1
+        k = j0 if a == c else (0 if a > c else 1)
+        v[0], v[1] = (1.0, 0.0) if k == 0 else (0.0, 1.0)
+        return 1
+    r = np.hypot(half, b)  # lambda_1 = (a + c) / 2 + r; (b, lambda_1 - a) and (lambda_1 - c, b) are eigenvectors
+    if half >= 0.0:
+        v[0], v[1] = half + r, b
+    else:
+        v[0], v[1] = b, r - half
+    if not _normalise(v):
+        return -1
+    if v[j0] < 0.0:
+        v[0], v[1] = -v[0], -v[1]
+    return 1
+
+
+@njit
 def _power_explicit(S, v, u, j0):
     """Leading eigenvector of the D x D covariance S into v (OUT), from axis j0.
 
     Returns the number of products, or -1 when S v vanishes (no direction).
     """
     D = S.shape[0]
+    if D == 2:
+        return _eigen_2x2(S, v, j0)
     for j in range(D):
         v[j] = 0.0
     v[j0] = 1.0
@@ -245,8 +303,8 @@ def _power_explicit(S, v, u, j0):
 
 
 @njit
-def _power_implicit(X, w, order, s, e, mean, v, u, c, j0):
-    """As :func:`_power_explicit`, each product sum_i w_i c_i (c_i . v) a pass over the rows
+def _power_implicit(X, w, s, e, mean, v, u, c, j0):
+    """As :func:`_power_explicit`, each product sum_i w_i c_i (c_i . v) a pass over the rows ``X[s:e]``
     (c_i = x_i - mean), never forming the covariance. Only for nodes of positive weight."""
     D = X.shape[1]
     has_w = w.shape[0] > 0
@@ -257,13 +315,12 @@ def _power_implicit(X, w, order, s, e, mean, v, u, c, j0):
         for j in range(D):
             u[j] = 0.0
         for k in range(s, e):
-            r = order[k]
-            wt = w[r] if has_w else 1.0
+            wt = w[k] if has_w else 1.0
             if wt == 0.0:
                 continue
             p = 0.0
             for j in range(D):
-                c[j] = float(X[r, j]) - mean[j]
+                c[j] = X[k, j] - mean[j]
                 p += c[j] * v[j]
             p *= wt
             for j in range(D):
@@ -276,26 +333,80 @@ def _power_implicit(X, w, order, s, e, mean, v, u, c, j0):
 
 
 @njit
-def _partition(X, order, scratch, s, e, mean, v):
-    """Stable partition of ``order[s:e]`` (IN/OUT) by the side of the bisector; returns the
-    first position of the right child (rows with (x - mean) . v > 0)."""
+def _partition(X, w, order, Xs, ws, rs, s, e, mean, v):
+    """Stable partition of the rows ``X[s:e]`` (with ``w`` and ``order``; IN/OUT) by the side of the
+    bisector: rows with (x - mean) . v <= 0 first (the left child), the others after them through the
+    scratch rows ``Xs``, ``ws``, ``rs``. Branch-free: each row is written to both sides. Returns the
+    first position of the right child."""
     D = X.shape[1]
+    has_w = w.shape[0] > 0
     nl = s
     nr = 0
     for k in range(s, e):
-        r = order[k]
         p = 0.0
         for j in range(D):
-            p += (float(X[r, j]) - mean[j]) * v[j]
-        if p <= 0.0:
-            order[nl] = r
-            nl += 1
-        else:
-            scratch[nr] = r
-            nr += 1
+            p += (X[k, j] - mean[j]) * v[j]
+        g = 1 if p > 0.0 else 0
+        for j in range(D):
+            x = X[k, j]
+            Xs[nr, j] = x
+            X[nl, j] = x  # nl <= k: row k is read before it can be overwritten
+        r = order[k]
+        rs[nr] = r
+        order[nl] = r
+        if has_w:
+            wt = w[k]
+            ws[nr] = wt
+            w[nl] = wt
+        nl += 1 - g
+        nr += g
     for k in range(nr):
-        order[nl + k] = scratch[k]
+        for j in range(D):
+            X[nl + k, j] = Xs[k, j]
+        order[nl + k] = rs[k]
+        if has_w:
+            w[nl + k] = ws[k]
     return nl
+
+
+@njit
+def _shifted_sums(X, w, s, e, centre, s1, s2, sd):
+    """Sums over the rows ``X[s:e]`` about ``centre`` (c = x - centre), one feature (pair) at a time:
+    returns sum w, and s1 = sum w c (OUT, D), sd = sum w c_j^2 (OUT, D), s2 = sum w c c^T (OUT, upper
+    triangle) when ``s2`` is D x D (else it is not touched)."""
+    D = X.shape[1]
+    has_w = w.shape[0] > 0
+    form = s2.shape[0] == D
+    mass = 0.0
+    if has_w:
+        for k in range(s, e):
+            mass += w[k]
+    else:
+        mass = float(e - s)
+    for a in range(D):
+        ca = centre[a]
+        t = 0.0
+        if has_w:
+            for k in range(s, e):
+                t += w[k] * (X[k, a] - ca)
+        else:
+            for k in range(s, e):
+                t += X[k, a] - ca
+        s1[a] = t
+        for b in range(a, D if form else a + 1):
+            cb = centre[b]
+            t = 0.0
+            if has_w:
+                for k in range(s, e):
+                    t += w[k] * (X[k, a] - ca) * (X[k, b] - cb)
+            else:
+                for k in range(s, e):
+                    t += (X[k, a] - ca) * (X[k, b] - cb)
+            if form:
+                s2[a, b] = t
+            if b == a:
+                sd[a] = t
+    return mass
 
 
 @njit
@@ -312,9 +423,26 @@ def _grow_float(a, cap):
     return out
 
 
+@njit
+def _bfs_numbering(left, right, m):
+    """The breadth-first numbering of a tree of ``m`` nodes rooted at 0: (old id of each new id, new id of each old id)."""
+    old_of = np.empty(m, dtype=np.int64)
+    new_of = np.empty(m, dtype=np.int64)
+    old_of[0] = 0
+    new_of[0] = 0
+    nxt = 1
+    for q in range(m):
+        o = old_of[q]
+        if left[o] >= 0:
+            old_of[nxt], old_of[nxt + 1] = left[o], right[o]
+            new_of[left[o]], new_of[right[o]] = nxt, nxt + 1
+            nxt += 2
+    return old_of, new_of
+
+
 @njit(nogil=True, cache=True)
-def build_topology(X, w, leaf_size, explicit_max_d):
-    """The tree of one chunk: nodes, their counts, means, diagonal variances and split axes.
+def build_topology(X, w, leaf_size, explicit_max_d, full):
+    """The tree of one chunk: nodes, their counts, means, within-cell covariances and split axes.
 
     Parameters
     ----------
@@ -325,137 +453,167 @@ def build_topology(X, w, leaf_size, explicit_max_d):
     leaf_size : int >= 1
         Nodes of at most this many rows are not split.
     explicit_max_d : int
-        Splits form the covariance when D <= explicit_max_d and the node has >= D rows
-        (``EXPLICIT_MAX_D``; the result is the same eigenvector either way, up to rounding).
+        Splits form the covariance when D <= explicit_max_d (``EXPLICIT_MAX_D``; the result is the same
+        eigenvector either way, up to rounding).
+    full : bool
+        Also return the (m, D, D) covariances (else a (0, D, D) array).
 
     Returns
     -------
-    (left, right, parent, depth, start, stop, order, count, mean, var, direction, n_products)
-    with the layout of the module docstring (``var``: the diagonal of ``second``) and
-    the total number of power-iteration products.
+    (left, right, parent, depth, start, stop, order, count, mean, var, cov, direction, n_products)
+    with the layout of the module docstring (``var``: the diagonal of ``second``, ``cov``: ``second``
+    when ``full``) and the total number of eigenvector products (power iterations; 1 per 2 x 2 split).
+    Built depth first as the module docstring's "Building" says.
     """
     n, D = X.shape
+    has_w = w.shape[0] > 0
+    form = D <= explicit_max_d
+    Df = D if form else 0
     cap = max(1, min(2 * n - 1, 4 * (n // leaf_size) + 3))
     left = np.full(cap, -1, dtype=np.int64)
     right = np.full(cap, -1, dtype=np.int64)
     parent = np.full(cap, -1, dtype=np.int64)
-    depth = np.zeros(cap, dtype=np.int64)
     start = np.zeros(cap, dtype=np.int64)
     stop = np.zeros(cap, dtype=np.int64)
     count = np.zeros(cap)
     mean = np.zeros((cap, D))
     var = np.zeros((cap, D))
+    cov = np.zeros((cap if full else 0, D, D))
     direction = np.zeros((cap, D))
     order = np.arange(n)
-    scratch = np.empty(n, dtype=np.int64)
-    c = np.empty(D)
-    u = np.empty(D)
-    S = np.empty((D, D)) if D <= explicit_max_d else np.empty((0, 0))
     n_products = 0
     if n == 0:
-        return (left[:0].copy(), right[:0].copy(), parent[:0].copy(), depth[:0].copy(), start[:0].copy(),
-                stop[:0].copy(), order, count[:0].copy(), mean[:0].copy(), var[:0].copy(), direction[:0].copy(),
-                n_products)
+        return (left[:0].copy(), right[:0].copy(), parent[:0].copy(), start[:0].copy(), start[:0].copy(),
+                stop[:0].copy(), order, count[:0].copy(), mean[:0].copy(), var[:0].copy(), cov[:0].copy(),
+                direction[:0].copy(), n_products)
+    Xc = np.empty((n, D))
+    for i in range(n):
+        for j in range(D):
+            Xc[i, j] = float(X[i, j])
+    wc = w.copy()
+    Xs = np.empty((n, D))
+    ws = np.empty(n if has_w else 0)
+    rs = np.empty(n, dtype=np.int64)
+    c = np.empty(D)
+    u = np.empty(D)
+    S = np.empty((D, D))
+    s1 = np.empty((2, D))  # the sums of a split's two children about its mean: the smaller one's, the larger one's
+    s2 = np.empty((2, Df, Df))
+    sd = np.empty((2, D))
+    # depth-first stack of the nodes to process, with the covariance (or its diagonal) their split needs
+    scap = 64
+    stack = np.empty(scap, dtype=np.int64)
+    stack_S = np.empty((scap, Df, Df))
+    stack_var = np.empty((scap, D))
     stop[0] = n
+    count[0] = _moments(Xc, wc, 0, n, mean[0], stack_var[0], c, S, form)
+    if form:
+        stack_S[0] = S
+    stack[0] = 0
+    sp = 1
     m = 1
-    i = 0
-    while i < m:  # breadth first: node i's children are appended at m, m + 1
+    while sp > 0:
+        sp -= 1
+        i = stack[sp]
         s, e = start[i], stop[i]
-        form = D <= explicit_max_d and e - s >= D and e - s > leaf_size
-        mass, identical = _moments(X, w, order, s, e, mean[i], var[i], c, S, form)
-        count[i] = mass
-        if e - s > leaf_size and mass > 0.0 and not identical:
+        mid = s
+        if e - s > leaf_size and count[i] > 0.0 and not _identical(Xc, wc, s, e):
             j0 = 0
             for j in range(1, D):
-                if var[i, j] > var[i, j0]:
+                if stack_var[sp, j] > stack_var[sp, j0]:
                     j0 = j
             v = direction[i]
             if form:
-                it = _power_explicit(S, v, u, j0)
+                it = _power_explicit(stack_S[sp], v, u, j0)
             else:
-                it = _power_implicit(X, w, order, s, e, mean[i], v, u, c, j0)
-            mid = s
+                it = _power_implicit(Xc, wc, s, e, mean[i], v, u, c, j0)
             if it > 0:
                 n_products += it
-                mid = _partition(X, order, scratch, s, e, mean[i], v)
-            if s < mid < e:
-                if m + 2 > cap:
-                    cap = min(2 * n - 1, 2 * cap)
-                    left, right, parent = _grow_int(left, cap), _grow_int(right, cap), _grow_int(parent, cap)
-                    depth, start, stop = _grow_int(depth, cap), _grow_int(start, cap), _grow_int(stop, cap)
-                    count, mean, var = _grow_float(count, cap), _grow_float(mean, cap), _grow_float(var, cap)
-                    direction = _grow_float(direction, cap)
-                for k in range(2):
-                    child = m + k
-                    parent[child] = i
-                    depth[child] = depth[i] + 1
-                    left[child] = -1
-                    right[child] = -1
-                start[m], stop[m] = s, mid
-                start[m + 1], stop[m + 1] = mid, e
-                left[i], right[i] = m, m + 1
-                m += 2
-            else:  # no direction, or rounding put every row on one side
-                for j in range(D):
-                    direction[i, j] = 0.0
-        i += 1
-    return (left[:m].copy(), right[:m].copy(), parent[:m].copy(), depth[:m].copy(), start[:m].copy(),
-            stop[:m].copy(), order, count[:m].copy(), mean[:m].copy(), var[:m].copy(), direction[:m].copy(),
-            n_products)
-
-
-@njit(nogil=True, cache=True)
-def full_covariances(X, w, left, right, start, stop, order, count, mean, out):
-    """Within-cell covariances (OUT: ``out``, (m, D, D)) of every node of a tree.
-
-    Leaves from their rows centred on the node mean (unit weights when the node's
-    weights sum to 0, as for its mean); an internal node A with children L, R
-    from theirs (Chan et al.'s pairwise update, n = n_L + n_R):
-
-        C_A = (n_L C_L + n_R C_R) / n + (n_L n_R / n^2) (<x>_L - <x>_R)(<x>_L - <x>_R)^T
-
-    so the whole tree costs O(D^2) per internal node plus O(n D^2) for the leaves.
-    Children are numbered after their parent, so one descending sweep suffices.
-    """
-    m = left.shape[0]
-    D = X.shape[1]
-    has_w = w.shape[0] > 0
-    c = np.empty(D)
-    d = np.empty(D)
-    for i in range(m - 1, -1, -1):
-        C = out[i]
-        for a in range(D):
-            for b in range(D):
-                C[a, b] = 0.0
-        if left[i] < 0:
-            unit = count[i] == 0.0
-            n_eff = float(stop[i] - start[i]) if unit else count[i]
-            for k in range(start[i], stop[i]):
-                r = order[k]
-                wt = 1.0 if unit or not has_w else w[r]
-                if wt == 0.0:
-                    continue
-                for j in range(D):
-                    c[j] = float(X[r, j]) - mean[i, j]
+                mid = _partition(Xc, wc, order, Xs, ws, rs, s, e, mean[i], v)
+        if s < mid < e:
+            if m + 2 > cap:
+                cap = min(2 * n - 1, 2 * cap)
+                left, right, parent = _grow_int(left, cap), _grow_int(right, cap), _grow_int(parent, cap)
+                start, stop = _grow_int(start, cap), _grow_int(stop, cap)
+                count, mean, var = _grow_float(count, cap), _grow_float(mean, cap), _grow_float(var, cap)
+                direction = _grow_float(direction, cap)
+                if full:
+                    cov = _grow_float(cov, cap)
+            if sp + 2 > scap:
+                scap *= 2
+                stack = _grow_int(stack, scap)
+                stack_S, stack_var = _grow_float(stack_S, scap), _grow_float(stack_var, scap)
+            left[i], right[i] = m, m + 1
+            start[m], stop[m] = s, mid
+            start[m + 1], stop[m + 1] = mid, e
+            small = m if mid - s <= e - mid else m + 1
+            if max(mid - s, e - mid) > leaf_size:  # a child to split: the sums of the smaller one over its rows,
+                nc = _shifted_sums(Xc, wc, start[small], stop[small], mean[i], s1[0], s2[0], sd[0])
+                count[small] = nc  # the larger one's by difference, n_A S_A being their total about the mean
+                count[2 * m + 1 - small] = count[i] - nc
                 for a in range(D):
-                    wc = wt * c[a]
-                    for b in range(a, D):
-                        C[a, b] += wc * c[b]
-            for a in range(D):
-                for b in range(a, D):
-                    C[a, b] /= n_eff
-                    C[b, a] = C[a, b]
-        else:
-            lo, hi = left[i], right[i]
-            nl, nr = count[lo], count[hi]
-            nt = nl + nr  # > 0: only nodes of positive weight are split
-            fl, fr, fx = nl / nt, nr / nt, nl * nr / (nt * nt)
+                    s1[1, a] = -s1[0, a]
+                    sd[1, a] = count[i] * stack_var[sp, a] - sd[0, a]
+                    for b in range(a, Df):
+                        s2[1, a, b] = count[i] * stack_S[sp, a, b] - s2[0, a, b]
+            for child in (m + 1, m):  # the right child below the left one on the stack: the left is done first
+                parent[child] = i
+                stack[sp] = child
+                sp += 1
+                if stop[child] - start[child] <= leaf_size:  # a leaf: its statistics come from its rows
+                    continue
+                k = 0 if child == small else 1
+                nc = count[child]
+                inv = 1.0 / nc if nc > 0.0 else 0.0
+                top = sp - 1
+                for a in range(D):  # mean and covariance about the parent's mean, shifted to the child's
+                    d = s1[k, a] * inv
+                    mean[child, a] = mean[i, a] + d
+                    stack_var[top, a] = max(sd[k, a] * inv - d * d, 0.0)
+                    if form:
+                        for b in range(a, D):
+                            t = s2[k, a, b] * inv - d * s1[k, b] * inv
+                            stack_S[top, a, b] = t
+                            stack_S[top, b, a] = t
+            m += 2
+        else:  # a leaf (its rows ascending: the partitions are stable): statistics exactly from its rows
             for j in range(D):
-                d[j] = mean[lo, j] - mean[hi, j]
-            for a in range(D):
+                direction[i, j] = 0.0
+            count[i] = _moments(Xc, wc, s, e, mean[i], var[i], c, S, full)
+            if full:
+                cov[i] = S
+    # internal nodes from their children (numbered after them): counts summed, covariances merged
+    for i in range(m - 1, -1, -1):
+        lo, hi = left[i], right[i]
+        if lo < 0:
+            continue
+        nl, nr = count[lo], count[hi]
+        nt = nl + nr  # > 0: only nodes of positive weight are split
+        count[i] = nt
+        fl, fr, fx = nl / nt, nr / nt, nl * nr / (nt * nt)
+        for a in range(D):
+            da = mean[lo, a] - mean[hi, a]
+            var[i, a] = fl * var[lo, a] + fr * var[hi, a] + fx * da * da
+            if full:
                 for b in range(a, D):
-                    C[a, b] = fl * out[lo, a, b] + fr * out[hi, a, b] + fx * d[a] * d[b]
-                    C[b, a] = C[a, b]
+                    t = fl * cov[lo, a, b] + fr * cov[hi, a, b] + fx * da * (mean[lo, b] - mean[hi, b])
+                    cov[i, a, b] = t
+                    cov[i, b, a] = t
+    old_of, new_of = _bfs_numbering(left, right, m)
+    b_left = np.full(m, -1, dtype=np.int64)
+    b_right = np.full(m, -1, dtype=np.int64)
+    b_parent = np.full(m, -1, dtype=np.int64)
+    b_depth = np.zeros(m, dtype=np.int64)
+    for k in range(m):
+        o = old_of[k]
+        if left[o] >= 0:
+            b_left[k], b_right[k] = new_of[left[o]], new_of[right[o]]
+        if parent[o] >= 0:
+            b_parent[k] = new_of[parent[o]]
+            b_depth[k] = b_depth[b_parent[k]] + 1
+    b_cov = cov[old_of] if full else cov[:0].copy()
+    return (b_left, b_right, b_parent, b_depth, start[old_of], stop[old_of], order, count[old_of], mean[old_of],
+            var[old_of], b_cov, direction[old_of], n_products)
 
 
 # ----------------------------------------------------------------------------- Python API
@@ -484,13 +642,9 @@ def build_tree(X: np.ndarray, w: np.ndarray, leaf_size: int, full: bool) -> KDTr
         raise ValueError("X holds NaN or infinite values")
     if first_invalid_weight(w) >= 0:
         raise ValueError("w must be 0 or in [WEIGHT_MIN, WEIGHT_MAX] (kernels.validation)")
-    (left, right, parent, depth, start, stop, order, count, mean, var, direction,
-     _) = build_topology(X, w, int(leaf_size), EXPLICIT_MAX_D)
-    if full:
-        second = np.empty((left.shape[0], X.shape[1], X.shape[1]))
-        full_covariances(X, w, left, right, start, stop, order, count, mean, second)
-    else:
-        second = var
+    (left, right, parent, depth, start, stop, order, count, mean, var, cov, direction,
+     _) = build_topology(X, w, int(leaf_size), EXPLICIT_MAX_D, bool(full))
+    second = cov if full else var
     return KDTree(left, right, parent, depth, start, stop, order, count, mean, second, direction)
 
 

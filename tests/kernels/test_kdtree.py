@@ -71,15 +71,16 @@ def projections(X, tree, node, rows):
     return p
 
 
+@pytest.mark.parametrize("D", [2, 3])  # 2: the split axis in closed form
 @pytest.mark.parametrize("full", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_node_statistics_match_numpy(full, weighted, dtype):
-    X = anisotropic(500, 3, seed=1, dtype=dtype)
+def test_node_statistics_match_numpy(D, full, weighted, dtype):
+    X = anisotropic(500, D, seed=1, dtype=dtype)
     rng = np.random.default_rng(2)
     w = rng.uniform(0, 3, len(X)) * (rng.random(len(X)) > 0.2) if weighted else NO_W
     tree = build_tree(X, w, 4, full)
-    assert tree.second.shape == ((tree.n_nodes, 3, 3) if full else (tree.n_nodes, 3))
+    assert tree.second.shape == ((tree.n_nodes, D, D) if full else (tree.n_nodes, D))
     central, raw = second_moments(tree)
     for i in range(tree.n_nodes):
         count, mean, cov, rawref = reference_stats(X, w, node_rows(tree, i))
@@ -134,7 +135,7 @@ def test_tree_layout_is_breadth_first():
     assert (tree.direction[tree.left < 0] == 0).all()
 
 
-@pytest.mark.parametrize("D", [3, EXPLICIT_MAX_D + 16])  # covariance formed / products over the rows
+@pytest.mark.parametrize("D", [2, 3, EXPLICIT_MAX_D + 16])  # closed form / covariance formed / products over the rows
 @pytest.mark.parametrize("weighted", [False, True])
 def test_splits_at_the_principal_component_bisector(D, weighted):
     X = anisotropic(400, D, seed=5)
@@ -158,6 +159,33 @@ def test_splits_at_the_principal_component_bisector(D, weighted):
             assert np.abs(v - ref).max() < 1e-6
             checked += 1
     assert checked >= 4
+
+
+def test_two_by_two_axis_in_closed_form():
+    """The leading eigenvector of a 2 x 2 covariance, signed along the start axis j0 of power iteration, against
+    numpy; the start axis where both eigenvalues are equal; no axis for a zero or infinite matrix."""
+    from daskclust.kernels.kdtree import _eigen_2x2
+
+    rng = np.random.default_rng(15)
+    v = np.empty(2)
+    for _ in range(200):
+        A = rng.standard_normal((2, 2)) * rng.uniform(1e-3, 1e3, 2)
+        S = A @ A.T
+        j0 = int(np.argmax(np.diag(S)))
+        assert _eigen_2x2(S, v, j0) == 1
+        vals, vecs = np.linalg.eigh(S)
+        ref = vecs[:, -1] * np.sign(vecs[j0, -1])
+        assert abs(np.linalg.norm(v) - 1) < 1e-12 and v[j0] >= 0
+        assert np.abs(v - ref).max() < 1e-9 * max(1.0, vals[-1] / max(vals[-1] - vals[0], 1e-300))
+    for S, j0, axis in ((np.diag([1.0, 4.0]), 1, [0, 1]), (np.diag([3.0, 3.0]), 1, [0, 1]),
+                        (np.diag([3.0, 3.0]), 0, [1, 0]), (np.array([[2.0, -1.0], [-1.0, 2.0]]), 0, None)):
+        assert _eigen_2x2(S, v, j0) == 1
+        if axis is not None:
+            np.testing.assert_array_equal(v, axis)
+        else:  # eigenvalues 3 (along (1, -1)) and 1
+            np.testing.assert_allclose(v, np.array([1.0, -1.0]) / np.sqrt(2), rtol=1e-15)
+    assert _eigen_2x2(np.zeros((2, 2)), v, 0) == -1
+    assert _eigen_2x2(np.array([[np.inf, 0.0], [0.0, 1.0]]), v, 0) == -1
 
 
 def test_build_is_deterministic():
