@@ -281,14 +281,15 @@ def usable_cores() -> int:
 
 
 def kernels_cached(dtype: str) -> bool:
-    """Whether the first kernels of every fit of ``dtype`` data -- the checks of its rows, which a
-    shard runs on each chunk it attaches -- load from numba's cache: checking a tiny data set in
-    this process compiles nothing. (A tiny engine did the check before: 0.5-0.7 s of CPU in every
-    fit on an embedded cluster; this costs milliseconds.)"""
-    from ..data.ranges import rows_problem
+    """Whether the kernels of a fit of ``dtype`` data are in numba's cache, judged by the first of
+    them, the check of its rows for NaN (:func:`~daskclust.kernels.validation.first_nonfinite_row`):
+    it loads, compiling nothing, once this check ran on the machine (milliseconds; a tiny engine
+    did the check before: 0.5-0.7 s of CPU in every fit on an embedded cluster). The rows' check
+    itself is two numpy reductions, which compile nothing, so the kernel is called directly."""
+    from ..kernels.validation import first_nonfinite_row
 
     with _counting() as counter:
-        rows_problem(tiny_data(dtype), 0, "cluster")
+        first_nonfinite_row(tiny_data(dtype))
     return counter.count == 0
 
 

@@ -632,6 +632,15 @@ print(json.dumps({"units": units, "fit": compiled}))
 """
 
 
+def test_an_empty_cache_is_found_cold_then_warm(tmp_path):
+    """The cache check compiles on an empty numba cache (so the units run) and loads in the next process."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))
+    script = "from daskclust.fit.warmup import kernels_cached; print(kernels_cached('float64'))"
+    seen = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300,
+                           check=True).stdout.strip() for _ in range(2)]
+    assert seen == ["False", "True"]
+
+
 @pytest.mark.slow
 def test_the_units_leave_nothing_to_compile_for_a_default_fit(tmp_path):
     """On an empty numba cache, after the units a default k-means fit compiles nothing: every
