@@ -17,25 +17,12 @@ from daskclust.engine.cluster import profiler_off
 def pytest_configure(config):
     """Refuse NUMBA_BOUNDSCHECK=1 without its own NUMBA_CACHE_DIR: numba's cache index keys a kernel by
     its signature, the CPU and its own bytecode only, so the bounds-checked kernels would be cached
-    beside the sources and loaded by every later run (as .ci/run avoids with a cache of its own). Then
-    compile the default fits' kernels (:func:`compile_default_kernels`)."""
+    beside the sources and loaded by every later run (as .ci/run avoids with a cache of its own)."""
     import numba
 
     if numba.config.BOUNDSCHECK and not os.environ.get("NUMBA_CACHE_DIR"):
         raise pytest.UsageError("NUMBA_BOUNDSCHECK=1 needs its own NUMBA_CACHE_DIR (e.g. NUMBA_CACHE_DIR=.ci/numba-"
                                 "boundscheck): numba's cache would otherwise keep the bounds-checked kernels")
-    if not hasattr(config, "workerinput"):  # pytest-xdist's controller, or a run in one process
-        compile_default_kernels()
-
-
-def compile_default_kernels():
-    """The kernels of default fits of float64 and float32 data compiled into numba's cache once, on two
-    cores, before the test processes start: on an empty cache (CI) each of them would otherwise compile
-    the same kernels at the same time in its first fits."""
-    from daskclust.fit.warmup import prepare_kernels
-
-    for dtype in ("float64", "float32"):
-        prepare_kernels(None, dtype)
 
 
 def _cluster(**kwargs):
