@@ -9,7 +9,7 @@ and a fit needs the seeding's kernels before the E-step's, so compiling them as 
 uses one core; with worker processes every process compiled the kernels it runs.
 
 :func:`prepare_kernels` finds out whether the kernels are in the cache (:func:`kernels_cached`:
-the checks of a tiny data set's rows, the first kernels of every fit, load or compile). When they
+the NaN check of a tiny data set's rows, a kernel every fit loads, loads or compiles). When they
 are not, it compiles them on two cores: a helper process (``python -c ...``, this interpreter, the same
 numba cache) and this process run the :data:`UNITS` from opposite ends, each unit claimed by
 one of them only, so the work splits about evenly whatever the kernels cost; the fit then
