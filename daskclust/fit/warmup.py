@@ -2,7 +2,7 @@
 
 daskclust's kernels are compiled by numba on first use and kept in numba's on-disk cache
 (``cache=True``: ``__pycache__`` beside the sources, or ``NUMBA_CACHE_DIR``), so only the
-first fit on a machine (and the first after an upgrade) compiles them: 35-38 s of CPU for a
+first fit on a machine (and the first after an upgrade) compiles them: 33-34 s of CPU for a
 default k-means on the 2-core machine of docs/benchmarks.md (Python 3.11, numba 0.68; the
 figures of :data:`UNITS`). numba compiles one function at a time in a process,
 and a fit needs the seeding's kernels before the E-step's, so compiling them as the fit goes
@@ -58,7 +58,7 @@ UNITS = ("seeding", "labels", "pairs", "estep")
 """The compilation units, in the order this process takes them (the helper takes them from the
 end). Compile times, CPU seconds of one core (Python 3.11, numba 0.68, the 2-core machine of
 docs/benchmarks.md): seeding (chunk validation, the k-means|| passes, the ball tree, greedy
-k-means++, the nearest candidate) 18.5-19.5, of which the ball tree's three kernels ~17; labels (the
+k-means++, the nearest candidate) 16.5, of which the ball tree's three kernels ~11.5; labels (the
 exact nearest centre that ``predict``, and ``fit`` for ``labels_`` on numpy input, run) nothing
 after the seeding, which compiles the same kernel; pairs (the exact neighbours of the centres,
 pruning the pair statistics, the estimated neighbour table) 4; estep (the truncated E-step and
