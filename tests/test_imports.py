@@ -98,3 +98,25 @@ def test_unknown_names_are_attribute_errors():
         daskclust.Nope  # noqa: B018
     assert set(daskclust.__all__) <= set(dir(daskclust))
     assert all(getattr(daskclust, name) is not None for name in daskclust.__all__)
+
+
+DEMO_START = """
+import sys
+from pathlib import Path
+from daskclust.cli.main import build_parser
+from daskclust.report import DEFAULT_SAMPLE, report_paths
+from daskclust.report.write import check_targets
+build_parser("demo")
+check_targets(report_paths(Path(sys.argv[1]) / "demo.html"), overwrite=True, inputs=[])
+print(DEFAULT_SAMPLE, *(name in sys.modules for name in ("dask.array", "daskclust.kernels.validation", "numba")))
+"""
+
+
+def test_the_demo_checks_its_report_before_importing_dask_arrays_or_kernels(tmp_path):
+    """What ``daskclust demo`` does before it starts compiling on a first run (its parser, with the
+    report's default sample size, and the check of the report's files) imports no Dask array and
+    no kernel: those imports (3 s) come while the kernels compile."""
+    run = subprocess.run([sys.executable, "-c", DEMO_START, str(tmp_path)], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["20000", "False", "False", "False"]

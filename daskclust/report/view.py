@@ -4,11 +4,14 @@ fitted on a bounded random sample of rows read chunk by chunk."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..data import ChunkedData
 from ..errors import InvalidDataError, InvalidParameterError
+
+if TYPE_CHECKING:
+    from ..data import ChunkedData
 
 DEFAULT_SAMPLE = 20_000
 """Rows drawn from the data for the view (and its PCA) by default."""

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..data import as_chunked_data
 from ..errors import InvalidParameterError, OutputRefusedError
 from ..io import Location, input_stores, source_location
 from .figures import centres_figure, check_history, convergence_figure, distances_figure, sizes_figure
@@ -97,6 +96,8 @@ def write_report(model, output: str | os.PathLike, *, data=None, array: str | No
         An output exists and no report wrote it, or exists and ``overwrite`` is false, or lies
         inside an input.
     """
+    from ..data import as_chunked_data
+
     owner = type(model).__name__
     history = check_history(getattr(model, "history_", None), owner)
     chunked = None
