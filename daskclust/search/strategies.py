@@ -22,7 +22,8 @@ class SearchConfig:
     metric: bool = True
     """The family's cost is a squared Euclidean distance (:attr:`daskclust.models.Family.metric`):
     the estimated search may then bound pairs by the triangle inequality; otherwise it records
-    every pair its rows evaluate (thresholds inf)."""
+    every pair its rows evaluate until G_c holds estimates (thresholds inf at the start), then
+    bounds a pair's mean cost by the cost at the mean."""
 
 
 class Search:
@@ -141,7 +142,8 @@ class EstimatedSearch(Search):
 
     Starts from the exact neighbours of the seeds (computed once). Pairs
     outside the current G_c are only recorded when their centres are closer
-    than the largest estimate in G_c, the only ones that could enter it, so
+    than the largest estimate in G_c (for the other families: when the cost of c~ at mu_c is
+    below it, :func:`~daskclust.kernels.family.pair_floor_reaches`), the only ones that could enter it, so
     the statistics stay O(C G) per iteration instead of growing with the
     exploratory draws; in the merge tree each cluster keeps its 2 G pairs of
     closest centres (:class:`PairStats`).
@@ -176,8 +178,6 @@ class EstimatedSearch(Search):
     def update(self, acc: NeighbourhoodAcc, centres, sigma2):
         self.neighbours, self.thresholds = estimated_neighbours(self.neighbours, acc.tsum, acc.tcnt,
                                                                 acc.pairs.pruned())
-        if not self.config.metric:  # a mean cost is no bound on the distance of two means
-            self.thresholds[:] = np.inf
         self.updates = self.updates + 1
 
 
