@@ -152,11 +152,12 @@ class EstimatedSearch(Search):
     STATE = ("init_sets", "neighbours", "thresholds", "updates")
 
     PAIR_STRIDE = 16
-    """For the non-Euclidean families (no triangle-inequality filter), pairs outside G_c come from
-    every 16th row, in turn. Recording every row's pairs made an iteration 2.5-3.5x as long as the
-    isotropic family's on BIRCH (C = 256 to 4096, N = 409,600, hashing ~14 pairs a row); with 16 it
-    is 1.1-1.7x, and on BIRCH C = 1024 (3 seeds) the final free energy of the spherical and diagonal
-    fits is the same to 1e-5 with a stride of 1, 8 or 16."""
+    """For the non-Euclidean families (no triangle-inequality shortcut: testing a pair outside G_c
+    costs a cost at the mean), pairs outside G_c come from every 16th row, in turn. Measured before
+    that test existed, when every such pair was recorded: recording every row's pairs made an
+    iteration 2.5-3.5x as long as the isotropic family's on BIRCH (C = 256 to 4096, N = 409,600,
+    hashing ~14 pairs a row); with 16 it was 1.1-1.7x, and on BIRCH C = 1024 (3 seeds) the final
+    free energy of the spherical and diagonal fits is the same to 1e-5 with a stride of 1, 8 or 16."""
 
     def start(self, centres, sigma2):
         super().start(centres, sigma2)
