@@ -31,7 +31,7 @@ inlined into the loop (measured: as fast as the hand-written kernel).
     Euclidean families settle most pairs by the triangle inequality
     | d - db | <= ||mu_b - mu_c|| <= d + db; the Gaussian families settle nothing while thr is
     finite and record every pair while it is inf (no estimate yet); by default (a cost that takes no
-    mean as its row: packed cells, sketches) every pair is recorded.
+    mean as its row: packed cells, sketches that drop features) every pair is recorded.
 ``pair_floor_reaches(params, b, c, thr)``
     Whether the mean pair value of c over the rows of b, bounded below by its value at their mean
     taken as mu_b (Jensen's inequality: the pair value is convex in the row), reaches ``thr``:

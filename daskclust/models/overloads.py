@@ -6,7 +6,7 @@ namedtuple of that class; each is inlined into the kernels (``inline="always"``)
 those of the families whose cost is a negative log-joint: ``euclid`` recomputes ||x - mu_c||^2 and
 ``pair_value`` is the cost itself; the estimated search records every pair outside G_c unless the
 family gives a bound (:func:`settled_by_the_means` and :func:`cost_at_mean_reaches` of its cost for
-the Gaussian families, whose cost takes a mean as a row).
+the Gaussian families, whose cost takes a mean as a row; sketches keeping every feature have their own).
 """
 
 from __future__ import annotations
