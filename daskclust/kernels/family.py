@@ -23,19 +23,6 @@ inlined into the loop (measured: as fast as the hand-written kernel).
     What the estimated search averages over the rows closest to a component (Forster & Lücke 2018
     Eq. 8): the distance sqrt(value) for the Euclidean (mean) families, the cost itself
     -- the negative log-joint -- for the others.
-``pair_settled(params, d, db, thr)``
-    Whether the estimated search records the pair (b, c) of a row whose best component is b, from
-    the row's pair values d (of c) and db (of b) alone: 1 recorded, -1 not, 0 when the means
-    decide (:func:`pair_floor_reaches`). A pair is recorded when its mean pair value over b's rows
-    may fall below ``thr``, the largest estimate in G_b (Forster & Lücke 2018 Eq. 8). The
-    Euclidean families settle most pairs by the triangle inequality
-    | d - db | <= ||mu_b - mu_c|| <= d + db; the Gaussian families settle nothing while thr is
-    finite and record every pair while it is inf (no estimate yet); by default (a cost that takes no
-    mean as its row: packed cells, sketches that drop features) every pair is recorded.
-``pair_floor_reaches(params, b, c, thr)``
-    Whether the mean pair value of c over the rows of b, bounded below by its value at their mean
-    taken as mu_b (Jensen's inequality: the pair value is convex in the row), reaches ``thr``:
-    ||mu_b - mu_c||^2 >= thr^2 for the Euclidean families, cost(mu_b, c) >= thr for the Gaussian ones.
 
 The stubs below only name the functions; calling them outside numba is an error.
 A family registers its implementations with :func:`daskclust.models.overloads.register`,
@@ -71,12 +58,3 @@ def euclid(x, c, params, value):  # pragma: no cover
 
 def pair_value(params, value):  # pragma: no cover
     raise NotImplementedError("daskclust.kernels.family.pair_value is compiled by numba for a family's parameters")
-
-
-def pair_settled(params, d, db, thr):  # pragma: no cover
-    raise NotImplementedError("daskclust.kernels.family.pair_settled is compiled by numba for a family's parameters")
-
-
-def pair_floor_reaches(params, b, c, thr):  # pragma: no cover
-    raise NotImplementedError("daskclust.kernels.family.pair_floor_reaches is compiled by numba for a family's "
-                              "parameters")

@@ -23,7 +23,7 @@ from .estep import (
     insert_sorted,
     sqdist,
 )
-from .family import add_point, cost, euclid, pair_floor_reaches, pair_settled, pair_value, scale
+from .family import add_point, cost, euclid, pair_value, scale
 from .rng import randint, uniform
 
 PAIR_BLOCK = 1024
@@ -256,9 +256,8 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
     :func:`daskclust.kernels.estep.estep_full`. For the families whose cost is a
     squared Euclidean distance (k-means, isotropic) the estimated search records
     distances and bounds them with the triangle inequality; for the others it records
-    the cost (``pair_value``) and bounds a pair's mean cost by the cost at the mean
-    (``pair_floor_reaches``; families without a bound record every pair, and the merge tree
-    keeps each component's pairs of nearest means, :class:`~daskclust.search.pairs.PairStats`).
+    the cost (``pair_value``) and ``thresholds`` are inf (every pair is recorded; the
+    merge tree keeps each component's pairs of nearest means, :class:`~daskclust.search.pairs.PairStats`).
     Every distance is counted: point-to-centre in scal[NDIST_POINTS],
     centre-to-centre in scal[NDIST_CENTRES].
 
@@ -270,9 +269,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
         slot of c~; other pairs are returned, and only when the centres are
         closer than ``thresholds[c_o]`` (the largest estimate in G_{c_o}: the
         mean distance of points of c_o to a farther centre exceeds it, so such
-        a pair could not enter G_{c_o}); for the other families when
-        cost_c~(mu_c_o) < ``thresholds[c_o]`` (their mean cost of c~ is at least that, by Jensen's
-        inequality). Deciding per pair, not per point, keeps
+        a pair could not enter G_{c_o}). Deciding per pair, not per point, keeps
         the recorded means unbiased. Pairs outside G_{c_o} come only from the rows r
         (``source_row``) with (r + ``pair_phase``) % ``pair_stride`` == 0: a choice that does
         not look at the row's values, so the means stay unbiased (the non-Euclidean families,
@@ -280,8 +277,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
         advancing every iteration). The triangle inequality
         | ||y - mu_c~|| - ||y - mu_c_o|| | <= ||mu_c_o - mu_c~|| <= ||y - mu_c~|| + ||y - mu_c_o||
         settles most pairs from the two point distances already computed; only
-        the others cost a centre-to-centre distance (``pair_settled``; for the other families
-        every recorded row's pair outside G_{c_o} costs one cost at the mean, counted likewise).
+        the others cost a centre-to-centre distance.
     SAMPLED, Exarchakis et al. 2022 Eq. 12: for every pair i < j among the P = max(C', 2)
         closest evaluated clusters, w exp(-(d_i^2 + d_j^2 - 2 d_min^2) / 2 sigma^2):
         squared distances scaled by 2 sigma^2 and shifted by the point's best,
@@ -433,14 +429,11 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                         tsum[bc, slot] += wi * d
                         tcnt[bc, slot] += wi
                         continue
-                    if not outside:
+                    if not outside or d - db >= thr:  # centres at least d - db >= thr apart
                         continue
-                    settled = pair_settled(params, d, db, thr)
-                    if settled < 0:
-                        continue
-                    if settled == 0:  # undecided by the row's own values: the means decide
+                    if d + db >= thr:  # undecided by the bounds: the centres' own distance
                         ndc += 1
-                        if pair_floor_reaches(params, bc, c, thr):
+                        if sqdist(centres[bc], centres[c]) >= thr * thr:
                             continue
                     pr_key[n_pr] = bc * C + c
                     pr_val[n_pr] = wi * d

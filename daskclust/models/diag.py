@@ -14,7 +14,7 @@ import numpy as np
 
 from .base import SuffStats, variance_floor
 from .gaussian import WeightedFamily, log_weights
-from .overloads import cost_at_mean_reaches, register, settled_by_the_means
+from .overloads import register
 
 DiagParams = namedtuple("DiagParams", ["means", "prec", "const"])
 """(C, D) means, (C, D) precisions 1 / sigma_cj^2 and (C,) sum_j log sigma_cj^2 - 2 log pi_c."""
@@ -39,8 +39,7 @@ def _add_point(x, wq, c, value, params, stats):
         stats[2][c, j] += wq * t * t
 
 
-register(DiagParams, cost=_cost, add_point=_add_point, pair_settled=settled_by_the_means,
-         pair_floor_reaches=cost_at_mean_reaches(_cost))
+register(DiagParams, cost=_cost, add_point=_add_point)
 
 
 class DiagFamily(WeightedFamily):

@@ -18,7 +18,7 @@ from numba import njit
 from ..errors import ConvergenceError, InvalidParameterError
 from .base import SuffStats
 from .gaussian import WeightedFamily, ill_defined, log_weights
-from .overloads import cost_at_mean_reaches, register, settled_by_the_means
+from .overloads import register
 
 FullParams = namedtuple("FullParams", ["means", "chol_inv", "const"])
 """(C, D) means, (C, D, D) M_c = L_c^-1 (lower triangular) and (C,) log det Sigma_c - 2 log pi_c."""
@@ -56,8 +56,7 @@ def _add_point(x, wq, c, value, params, stats):
     add_centred_outer(x, wq, params.means[c], stats[2][c])
 
 
-register(FullParams, cost=_cost, add_point=_add_point, pair_settled=settled_by_the_means,
-         pair_floor_reaches=cost_at_mean_reaches(_cost))
+register(FullParams, cost=_cost, add_point=_add_point)
 
 
 @njit(cache=True)

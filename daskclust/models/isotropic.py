@@ -14,7 +14,7 @@ import numpy as np
 from ..kernels.estep import W, sqdist
 from .base import Family, Params, updated_means, variance_floor
 from .gaussian import log_weights
-from .overloads import add_point_trace, cost_at_mean_reaches, register, settled_by_the_means
+from .overloads import add_point_trace, register
 
 MeanParams = namedtuple("MeanParams", ["means", "sigma2"])
 """The kernels' parameters of the mean families (k-means, isotropic): (C, D) float64 means and the
@@ -29,31 +29,16 @@ def _mean_add_point(x, wq, c, value, params, stats):
     stats[2][c] += wq * value
 
 
-def _settled_by_triangle(params, d, db, thr):
-    """The triangle inequality | d - db | <= ||mu_b - mu_c|| <= d + db (d, db distances of the row):
-    -1 (not recorded) when the means are at least d - db >= thr apart, 1 (recorded) when at most
-    d + db < thr, else 0 (their own distance decides)."""
-    if d - db >= thr:
-        return -1
-    return 1 if d + db < thr else 0
-
-
 register(MeanParams, cost=lambda x, c, params: sqdist(x, params.means[c]), add_point=_mean_add_point,
          scale=lambda params: params.sigma2, euclid=lambda x, c, params, value: value,
-         pair_value=lambda params, value: np.sqrt(value),  # Forster & Lücke 2018 Eq. 8 averages distances
-         pair_settled=_settled_by_triangle,
-         pair_floor_reaches=lambda params, b, c, thr: sqdist(params.means[b], params.means[c]) >= thr * thr)
+         pair_value=lambda params, value: np.sqrt(value))  # Forster & Lücke 2018 Eq. 8 averages distances
 
 WeightedMeanParams = namedtuple("WeightedMeanParams", ["means", "sigma2", "shift"])
 """The isotropic mixture with learned weights: cost = ||x - mu_c||^2 + shift[c], shift[c] = -2 sigma^2 log pi_c
 (+inf for a dropped component), scale = sigma^2. Not a distance: the estimated search records its cost."""
 
-def _weighted_cost(x, c, params):
-    return sqdist(x, params.means[c]) + params.shift[c]
-
-
-register(WeightedMeanParams, cost=_weighted_cost, add_point=add_point_trace, scale=lambda params: params.sigma2,
-         pair_settled=settled_by_the_means, pair_floor_reaches=cost_at_mean_reaches(_weighted_cost))
+register(WeightedMeanParams, cost=lambda x, c, params: sqdist(x, params.means[c]) + params.shift[c],
+         add_point=add_point_trace, scale=lambda params: params.sigma2)
 
 
 class SharedVarianceFamily(Family):

@@ -37,9 +37,8 @@ from .base import HALF_LOG_2PI, Params, SuffStats, variance_floor
 from .gaussian import WeightedFamily, log_weights
 from .overloads import register
 
-SketchParams = namedtuple("SketchParams", ["means", "prec", "log_var", "log_weight2", "complete"])
-"""(C, P) means, precisions 1 / s_cp and log s_cp (spherical: each row constant), (C,) -2 log pi_c, and
-whether every row keeps every feature (Q = P)."""
+SketchParams = namedtuple("SketchParams", ["means", "prec", "log_var", "log_weight2"])
+"""(C, P) means, precisions 1 / s_cp and log s_cp (spherical: each row constant), and (C,) -2 log pi_c."""
 
 
 def _cost(x, c, params):
@@ -78,30 +77,7 @@ def _euclid(x, c, params, value):
     return s
 
 
-def _settled(params, d, db, thr):
-    """Only sketches that keep every feature (Q = P) have a bound (:func:`_mean_cost_reaches`); the others
-    record every pair."""
-    return 0 if params.complete and thr < np.inf else 1
-
-
-def _mean_cost_reaches(params, b, c, thr):
-    """With every feature observed the cost is the diagonal family's, convex in the row: by Jensen's
-    inequality the mean cost of c over rows whose mean is mu_b is at least
-    sum_p ((mu_bp - mu_cp)^2 / s_cp + log s_cp) - 2 log pi_c. Rows observing different features have no
-    such common bound."""
-    mu_b = params.means[b]
-    mu = params.means[c]
-    prec = params.prec[c]
-    log_var = params.log_var[c]
-    s = 0.0
-    for p in range(mu.shape[0]):
-        t = mu_b[p] - mu[p]
-        s += t * t * prec[p] + log_var[p]
-    return s + params.log_weight2[c] >= thr
-
-
-register(SketchParams, cost=_cost, add_point=_add_point, euclid=_euclid, pair_settled=_settled,
-         pair_floor_reaches=_mean_cost_reaches)
+register(SketchParams, cost=_cost, add_point=_add_point, euclid=_euclid)
 
 
 @dataclass
@@ -147,7 +123,7 @@ class SketchedFamily(WeightedFamily):
         var = variance_floor(params.covariances, params.means)
         var = np.broadcast_to(var if self.diagonal else var[:, None], (C, P))
         return SketchParams(params.means, np.ascontiguousarray(1.0 / var), np.ascontiguousarray(np.log(var)),
-                            -2.0 * log_weights(params.weights), self.n_kept == P)
+                            -2.0 * log_weights(params.weights))
 
     def m_step(self, stats: SketchStats, params: Params, reg: float) -> Params:
         observed = stats.N > 0

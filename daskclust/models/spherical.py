@@ -14,18 +14,14 @@ import numpy as np
 from ..kernels.estep import sqdist
 from .base import variance_floor
 from .gaussian import WeightedFamily, log_weights
-from .overloads import add_point_trace, cost_at_mean_reaches, register, settled_by_the_means
+from .overloads import add_point_trace, register
 
 SphericalParams = namedtuple("SphericalParams", ["means", "inv_var", "const"])
 """(C, D) means, (C,) 1 / sigma_c^2 and (C,) D log sigma_c^2 - 2 log pi_c."""
 
 
-def _cost(x, c, params):
-    return sqdist(x, params.means[c]) * params.inv_var[c] + params.const[c]
-
-
-register(SphericalParams, cost=_cost, add_point=add_point_trace, pair_settled=settled_by_the_means,
-         pair_floor_reaches=cost_at_mean_reaches(_cost))
+register(SphericalParams, cost=lambda x, c, params: sqdist(x, params.means[c]) * params.inv_var[c] + params.const[c],
+         add_point=add_point_trace)
 
 
 class SphericalFamily(WeightedFamily):

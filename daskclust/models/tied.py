@@ -27,7 +27,7 @@ from ..kernels.estep import N_SCALARS
 from .base import Params, SuffStats, updated_means
 from .full import add_centred_outer, inverted_precision_matrices, lower_inverse, matrix_problem, whitened_sq_norm
 from .gaussian import WeightedFamily, ill_defined, log_weights
-from .overloads import cost_at_mean_reaches, register, settled_by_the_means
+from .overloads import register
 
 TiedParams = namedtuple("TiedParams", ["means", "chol_inv", "const"])
 """(C, D) means, the (D, D) shared M = L^-1 (lower triangular) and (C,) log det Sigma - 2 log pi_c."""
@@ -45,8 +45,7 @@ def _add_point(x, wq, c, value, params, stats):
     add_centred_outer(x, wq, params.means[c], stats[2])
 
 
-register(TiedParams, cost=_cost, add_point=_add_point, pair_settled=settled_by_the_means,
-         pair_floor_reaches=cost_at_mean_reaches(_cost))
+register(TiedParams, cost=_cost, add_point=_add_point)
 
 
 def cholesky(covariance: np.ndarray) -> np.ndarray:

@@ -22,8 +22,7 @@ class SearchConfig:
     metric: bool = True
     """The family's cost is a squared Euclidean distance (:attr:`daskclust.models.Family.metric`):
     the estimated search may then bound pairs by the triangle inequality; otherwise it records
-    every pair its rows evaluate until G_c holds estimates (thresholds inf at the start), then
-    bounds a pair's mean cost by the cost at the mean."""
+    every pair its rows evaluate (thresholds inf)."""
 
 
 class Search:
@@ -142,8 +141,7 @@ class EstimatedSearch(Search):
 
     Starts from the exact neighbours of the seeds (computed once). Pairs
     outside the current G_c are only recorded when their centres are closer
-    than the largest estimate in G_c (for the other families: when the cost of c~ at mu_c is
-    below it, :func:`~daskclust.kernels.family.pair_floor_reaches`), the only ones that could enter it, so
+    than the largest estimate in G_c, the only ones that could enter it, so
     the statistics stay O(C G) per iteration instead of growing with the
     exploratory draws; in the merge tree each cluster keeps its 2 G pairs of
     closest centres (:class:`PairStats`).
@@ -152,12 +150,11 @@ class EstimatedSearch(Search):
     STATE = ("init_sets", "neighbours", "thresholds", "updates")
 
     PAIR_STRIDE = 16
-    """For the non-Euclidean families (no triangle-inequality shortcut: testing a pair outside G_c
-    costs a cost at the mean), pairs outside G_c come from every 16th row, in turn. Measured before
-    that test existed, when every such pair was recorded: recording every row's pairs made an
-    iteration 2.5-3.5x as long as the isotropic family's on BIRCH (C = 256 to 4096, N = 409,600,
-    hashing ~14 pairs a row); with 16 it was 1.1-1.7x, and on BIRCH C = 1024 (3 seeds) the final
-    free energy of the spherical and diagonal fits is the same to 1e-5 with a stride of 1, 8 or 16."""
+    """For the non-Euclidean families (no triangle-inequality filter), pairs outside G_c come from
+    every 16th row, in turn. Recording every row's pairs made an iteration 2.5-3.5x as long as the
+    isotropic family's on BIRCH (C = 256 to 4096, N = 409,600, hashing ~14 pairs a row); with 16 it
+    is 1.1-1.7x, and on BIRCH C = 1024 (3 seeds) the final free energy of the spherical and diagonal
+    fits is the same to 1e-5 with a stride of 1, 8 or 16."""
 
     def start(self, centres, sigma2):
         super().start(centres, sigma2)
@@ -179,6 +176,8 @@ class EstimatedSearch(Search):
     def update(self, acc: NeighbourhoodAcc, centres, sigma2):
         self.neighbours, self.thresholds = estimated_neighbours(self.neighbours, acc.tsum, acc.tcnt,
                                                                 acc.pairs.pruned())
+        if not self.config.metric:  # a mean cost is no bound on the distance of two means
+            self.thresholds[:] = np.inf
         self.updates = self.updates + 1
 
 

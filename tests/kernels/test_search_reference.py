@@ -21,7 +21,7 @@ from daskclust.cli.demo import recovered_fraction
 from daskclust.kernels.estep import CHANGED, LSE, N_SCALARS, NDIST_CENTRES, NDIST_POINTS, QE, W
 from daskclust.kernels.rng import randint, stream_key, uniform
 from daskclust.kernels.search import NEIGHBOURHOOD, PAIR_BLOCK, SAMPLED, centre_neighbours, estep_truncated
-from daskclust.models import FAMILIES, MeanParams, Params
+from daskclust.models import MeanParams
 from daskclust.search import SearchConfig
 from daskclust.search.neighbours import (
     ROWS_PER_TASK,
@@ -182,63 +182,6 @@ def test_neighbourhood_estep_matches_reference(dtype, weighted, k, n_explore):
     rows, cols = out["keys"] // len(centres), out["keys"] % len(centres)
     assert not any(c in neighbours[r] for r, c in zip(rows, cols))
     assert (np.sqrt(out["rank"]) < thresholds[rows]).all()
-
-
-@pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("family", ["spherical", "diag", "full"])
-def test_gaussian_families_drop_whole_pairs_by_the_cost_at_the_mean(family, k):
-    """With a finite threshold, a pair (b, c) outside G_b is recorded only when cost_c(mu_b) is below
-    thresholds[b] (Jensen: no mean cost of c over b's rows is lower), and then with all its rows' sums:
-    the pairs are those of the unbounded run (thresholds inf) kept by that test, with the same sums; the
-    E-step itself is unchanged, and every pair tested costs one centre evaluation."""
-    X, w, centres, K, neighbours, thresholds, tsum, tcnt = neighbourhood_problem(np.float64, True, k, seed=3)
-    C, D = centres.shape
-    rng = np.random.default_rng(8)
-    model = FAMILIES[family]
-    params = Params(centres, rng.dirichlet(np.ones(C)), model.initial_covariances(1.0, C, D))
-    if family == "full":
-        A = rng.standard_normal((C, D, D))
-        params.covariances = np.eye(D) + 0.3 * A @ np.swapaxes(A, 1, 2)
-    else:
-        params.covariances = params.covariances * rng.uniform(0.3, 3.0, params.covariances.shape)
-    kernel = model.kernel_params(params)
-    cost_at_mean = np.array([[gaussian_cost(params, centres[b], c) for c in range(C)] for b in range(C)])
-    thresholds = np.quantile(cost_at_mean, 0.4) + rng.uniform(-1, 1, C)
-    thresholds[0] = np.inf
-
-    def run(thr):
-        stats, scal, Kc = model.new_stats(C, D), np.zeros(N_SCALARS), K.copy()
-        tables = tsum.copy(), tcnt.copy()
-        out = estep_truncated(X, w, kernel, Kc, NEIGHBOURHOOD, neighbours, thr, *_NO_ROWS, 0, 2, np.uint64(5),
-                              True, stats.arrays(), scal, *tables, np.zeros(0, dtype=np.int32))
-        return out, stats, scal, Kc, tables
-
-    (keys, sums, wts, _), stats, scal, Kb, tables = run(thresholds)
-    (all_keys, all_sums, all_wts, _), stats_all, scal_all, Ka, tables_all = run(np.full(C, np.inf))
-    b, c = all_keys // C, all_keys % C
-    kept = cost_at_mean[b, c] < thresholds[b]
-    assert 0 < kept.sum() < len(kept)
-    np.testing.assert_array_equal(keys, all_keys[kept])
-    np.testing.assert_array_equal(sums, all_sums[kept])
-    np.testing.assert_array_equal(wts, all_wts[kept])
-    np.testing.assert_array_equal(Kb, Ka)
-    for ours, theirs in zip((*stats.arrays(), *tables), (*stats_all.arrays(), *tables_all)):
-        np.testing.assert_array_equal(ours, theirs)
-    np.testing.assert_array_equal(scal[:NDIST_CENTRES], scal_all[:NDIST_CENTRES])
-    # the unbounded run evaluates one rank per returned pair; the bounded one also one cost at the mean
-    # per offered pair of a row whose best component has a finite threshold
-    assert scal_all[NDIST_CENTRES] == len(all_keys)
-    assert scal[NDIST_CENTRES] - len(keys) >= (all_keys // C != 0).sum()
-
-
-def gaussian_cost(params, x, c):
-    """(x - mu_c)^T Sigma_c^-1 (x - mu_c) + log det Sigma_c - 2 log pi_c, the Gaussian families' cost
-    (:mod:`daskclust.models.gaussian`), from the covariance in any of their layouts."""
-    D = len(x)
-    cov = np.asarray(params.covariances[c], dtype=np.float64)
-    cov = cov * np.eye(D) if cov.ndim == 0 else np.diag(cov) if cov.ndim == 1 else cov
-    t = x - params.means[c]
-    return float(t @ np.linalg.solve(cov, t) + np.linalg.slogdet(cov)[1] - 2 * np.log(params.weights[c]))
 
 
 @pytest.mark.parametrize("k", [1, 3])
