@@ -16,10 +16,10 @@ worker unpickling an operation) then does not import scikit-learn (1.6 s of CPU)
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from .errors import InvalidDataError, InvalidParameterError
+from .lazy import imported_on_use
 from .versions import __version__
 
 if TYPE_CHECKING:
@@ -60,15 +60,6 @@ _IMPORTED_ON_USE = {
 """The public names imported from their module when first asked for."""
 
 
-def __getattr__(name: str):
-    module = _IMPORTED_ON_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_IMPORTED_ON_USE])
-
+__getattr__, __dir__ = imported_on_use(__name__, _IMPORTED_ON_USE, globals())
 
 __all__ = ["__version__", "KMeans", "GaussianMixture", "SketchedGaussianMixture", "CellGaussianMixture", "GreedyGaussianMixture", "load", "persist", "PlacedData", "InvalidDataError", "InvalidParameterError", "NotFittedError"]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..lazy import imported_on_use
+
 if TYPE_CHECKING:  # for readers and type checkers; imported on first use (__getattr__ below)
     from .sklearn_refined import ConvergenceWarning as ConvergenceWarning
     from .sklearn_refined import NotFittedError as NotFittedError
@@ -84,21 +86,10 @@ class ConvergenceError(DaskclustError, ValueError):
     """The fit cannot go on: a covariance is not positive definite (raise ``reg_covar``)."""
 
 
-_SKLEARN_REFINED = ("NotFittedError", "ConvergenceWarning")
+_SKLEARN_REFINED = {"NotFittedError": "sklearn_refined", "ConvergenceWarning": "sklearn_refined"}
+"""The errors refining scikit-learn's, imported with scikit-learn when first asked for."""
 
-
-def __getattr__(name: str):
-    """:class:`NotFittedError` and :class:`ConvergenceWarning`, imported on first use (the module
-    is imported once, so every caller, in any thread, gets the same class)."""
-    if name not in _SKLEARN_REFINED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import sklearn_refined
-
-    return getattr(sklearn_refined, name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_SKLEARN_REFINED])
+__getattr__, __dir__ = imported_on_use(__name__, _SKLEARN_REFINED, globals())
 
 
 __all__ = ["DaskclustError", "InvalidDataError", "InvalidParameterError", "NotFittedError", "ClusterError", "WorkerLost",

@@ -8,8 +8,9 @@ arrays, the kernels: 3 s of a first ``daskclust demo`` before it could start com
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..lazy import imported_on_use
 
 if TYPE_CHECKING:
     from .view import DEFAULT_SAMPLE, pca_2d, sample_rows
@@ -20,15 +21,6 @@ _IMPORTED_ON_USE = {"DEFAULT_SAMPLE": "view", "pca_2d": "view", "sample_rows": "
 """The public names, by the module they are imported from when first asked for."""
 
 
-def __getattr__(name: str):
-    module = _IMPORTED_ON_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_IMPORTED_ON_USE])
-
+__getattr__, __dir__ = imported_on_use(__name__, _IMPORTED_ON_USE, globals())
 
 __all__ = ["DEFAULT_SAMPLE", "FIGURES", "pca_2d", "report_paths", "sample_rows", "write_report"]
