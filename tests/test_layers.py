@@ -16,6 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "daskclust"
 
 LAYERS = (
+    ("lazy",),
     ("errors", "names", "display", "versions", "blas"),
     ("kernels", "io"),
     ("data", "models", "persistence"),
