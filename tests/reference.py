@@ -88,7 +88,8 @@ def search_candidates(K_row, C, *, mode, neighbours=None, row_idx=None, row_cdf=
     each redrawn up to 4 times while it hits a cluster already taken; then
     ``n_explore`` uniform draws (one when nothing else was offered). Draw j of the point in source row ``row`` is
     ``uniform(key, row * (4 n_draws + n_explore) + j)``, exploration starting at 4 n_draws.
-    Also returns whether the S row was used (None without draws).
+    Also returns how many of them came before the exploration draws and whether the S row was used
+    (None without draws).
     """
     k = len(K_row)
     cand = []
@@ -120,16 +121,17 @@ def search_candidates(K_row, C, *, mode, neighbours=None, row_idx=None, row_cdf=
                     min(int(u * C), C - 1)
                 if add(c):
                     break
+    searched = len(cand)
     for e in range(n_explore):
         add(_randint(uniform, key, base + 4 * n_draws + e, C))
     if not cand:  # nothing known, nothing drawn: one uniform draw at the exploration's first counter
         add(_randint(uniform, key, base + 4 * n_draws, C))
-    return cand, from_row
+    return cand, searched, from_row
 
 
 def truncated_search_estep(X, w, centres, sigma2, K, *, mode, neighbours=None, thresholds=None, row_idx=None,
                            row_cdf=None, row_len=None, n_draws=0, n_explore=0, key=0, collect=True,
-                           source_row=None, tsum=None, tcnt=None, uniform=None):
+                           source_row=None, tsum=None, tcnt=None, uniform=None, explored_pairs=True):
     """One partial E-step, point by point in plain numpy/python (the docstring of
     ``daskclust.kernels.search.estep_truncated`` as a spec).
 
@@ -151,12 +153,12 @@ def truncated_search_estep(X, w, centres, sigma2, K, *, mode, neighbours=None, t
     tsum = None if tsum is None else np.array(tsum, dtype=np.float64)
     tcnt = None if tcnt is None else np.array(tcnt, dtype=np.float64)
     pairs: dict[int, list[float]] = {}
-    cases = dict(in_table=0, rejected_by_bound=0, accepted_by_bound=0, centre_test_rejected=0,
+    cases = dict(in_table=0, explored=0, rejected_by_bound=0, accepted_by_bound=0, centre_test_rejected=0,
                  centre_test_accepted=0, rows_from_s=0, rows_uniform=0)
     n_undecided = 0
     for i in range(n):
         row = i if source_row is None or len(source_row) == 0 else int(source_row[i])
-        cand, from_row = search_candidates(K[i], C, mode=mode, neighbours=neighbours, row_idx=row_idx,
+        cand, searched, from_row = search_candidates(K[i], C, mode=mode, neighbours=neighbours, row_idx=row_idx,
                                            row_cdf=row_cdf, row_len=row_len, n_draws=n_draws,
                                            n_explore=n_explore, key=key, row=row, uniform=uniform)
         if from_row is not None:
@@ -189,7 +191,7 @@ def truncated_search_estep(X, w, centres, sigma2, K, *, mode, neighbours=None, t
         found = []
         if mode == "neighbourhood":
             db, thr = np.sqrt(bd), thresholds[bc]
-            for c, dc2 in zip(cand, d2):
+            for t, (c, dc2) in enumerate(zip(cand, d2)):
                 if c == bc:
                     continue
                 d = np.sqrt(dc2)
@@ -198,6 +200,9 @@ def truncated_search_estep(X, w, centres, sigma2, K, *, mode, neighbours=None, t
                     tsum[bc, slots[0] + 1] += wi * d
                     tcnt[bc, slots[0] + 1] += wi
                     cases["in_table"] += 1
+                    continue
+                if t >= searched and not explored_pairs:  # an exploration draw outside G_bc: no pair
+                    cases["explored"] += 1
                     continue
                 if d - db >= thr:
                     cases["rejected_by_bound"] += 1

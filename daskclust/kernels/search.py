@@ -232,7 +232,8 @@ NEIGHBOURHOOD, SAMPLED = 0, 1
 
 @njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_cdf, row_len, n_draws,
-                    n_explore, key, collect, stats, scal, tsum, tcnt, source_row, pair_stride=1, pair_phase=0):
+                    n_explore, key, collect, stats, scal, tsum, tcnt, source_row, pair_stride=1, pair_phase=0,
+                    explored_pairs=True):
     """Partial E-step: each point evaluates candidate clusters joined with its K(n), keeps the C' closest.
 
     Candidates (``mode``):
@@ -274,7 +275,12 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
         (``source_row``) with (r + ``pair_phase``) % ``pair_stride`` == 0: a choice that does
         not look at the row's values, so the means stay unbiased (the non-Euclidean families,
         which cannot filter by the triangle inequality, record every 16th row's, the phase
-        advancing every iteration). The triangle inequality
+        advancing every iteration). Without ``explored_pairs`` they come only from the strategy's
+        candidates (K(n) and their G_c), not from the exploration draws: at large C such a draw
+        is mostly a far component, a distinct entry in every pair table on the way, which the
+        merge tree (keeping each component's pairs of nearest means) then drops; a draw that
+        comes close enters K(n) and is recorded from there on. Which candidates were drawn does
+        not depend on the row's values either. The triangle inequality
         | ||y - mu_c~|| - ||y - mu_c_o|| | <= ||mu_c_o - mu_c~|| <= ||y - mu_c~|| + ||y - mu_c_o||
         settles most pairs from the two point distances already computed; only
         the others cost a centre-to-centre distance.
@@ -360,6 +366,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                             m += 1
                             break
             explore_base = (source_row[i] if source_row.shape[0] > 0 else i) * draws_per_row + 4 * n_draws
+            searched = m  # cand[:searched] come from the strategy, the rest from the exploration draws
             for e in range(n_explore):
                 c = randint(key, explore_base + e, C)
                 if mark[c] != i:
@@ -429,7 +436,9 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                         tsum[bc, slot] += wi * d
                         tcnt[bc, slot] += wi
                         continue
-                    if not outside or d - db >= thr:  # centres at least d - db >= thr apart
+                    if not outside or (t >= searched and not explored_pairs):
+                        continue
+                    if d - db >= thr:  # centres at least d - db >= thr apart
                         continue
                     if d + db >= thr:  # undecided by the bounds: the centres' own distance
                         ndc += 1

@@ -70,8 +70,9 @@ class NeighbourhoodAcc:
 class NeighbourhoodPayload:
     """Candidates from the neighbourhoods G_c of K(n)'s clusters plus ``n_explore`` random ones
     (Forster & Lücke 2018 Algs. 1-2). ``thresholds`` (estimated search) make the kernel record the pairs
-    that could enter a neighbourhood, those outside G_c from every ``pair_stride``-th row
-    (:func:`~daskclust.kernels.search.estep_truncated`); the exhaustive search records nothing."""
+    that could enter a neighbourhood, those outside G_c from every ``pair_stride``-th row and, with
+    ``explored_pairs``, from the exploration draws too (:func:`~daskclust.kernels.search.estep_truncated`);
+    the exhaustive search records nothing."""
 
     init_sets: np.ndarray
     n_explore: int
@@ -80,6 +81,7 @@ class NeighbourhoodPayload:
     pairs_per_row: int = 0
     pair_stride: int = 1
     pair_phase: int = 0
+    explored_pairs: bool = True
 
     @property
     def collect(self) -> bool:
@@ -97,7 +99,7 @@ class NeighbourhoodPayload:
         keys, sums, weights, rank = estep_truncated(
             chunk.X, chunk.w, params, K, NEIGHBOURHOOD, self.neighbours, thresholds, *_NO_ROWS, 0,
             self.n_explore, key, self.collect, stats.arrays(), stats.scal, tsum, tcnt, _source_row(chunk),
-            self.pair_stride, self.pair_phase)
+            self.pair_stride, self.pair_phase, self.explored_pairs)
         if self.collect:
             acc.pairs.add(PairStats(keys, sums, weights, rank, len(params.means), self.pairs_per_row, False))
         return acc

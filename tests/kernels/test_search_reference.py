@@ -55,7 +55,7 @@ _KEY0 = np.uint64(0)
 
 
 def run_kernel(X, w, centres, sigma2, K, mode, *, neighbours=None, thresholds=None, rows=_NO_ROWS, n_draws=0,
-               n_explore=0, key=_KEY0, collect=True, tsum=None, tcnt=None, source_row=None):
+               n_explore=0, key=_KEY0, collect=True, tsum=None, tcnt=None, source_row=None, explored_pairs=True):
     """estep_truncated on copies of its IN/OUT arrays, called as EStepOp does."""
     C, D = centres.shape
     S0, S1, SD2, scal = np.zeros(C), np.zeros((C, D)), np.zeros(C), np.zeros(N_SCALARS)
@@ -68,7 +68,8 @@ def run_kernel(X, w, centres, sigma2, K, mode, *, neighbours=None, thresholds=No
         NEIGHBOURHOOD if mode == "neighbourhood" else SAMPLED,
         np.zeros((0, 0), dtype=np.int32) if neighbours is None else neighbours,
         np.zeros(0) if thresholds is None else thresholds, *rows, n_draws, n_explore, key, collect,
-        (S0, S1, SD2), scal, tsum, tcnt, np.zeros(0, dtype=np.int32) if source_row is None else source_row)
+        (S0, S1, SD2), scal, tsum, tcnt, np.zeros(0, dtype=np.int32) if source_row is None else source_row, 1, 0,
+        explored_pairs)
     return dict(K=K, S0=S0, S1=S1, SD2=SD2, scal=scal, tsum=tsum, tcnt=tcnt, keys=keys, sums=sums,
                 weights=weights, rank=rank)
 
@@ -177,11 +178,30 @@ def test_neighbourhood_estep_matches_reference(dtype, weighted, k, n_explore):
     cases = ref["cases"]  # every branch of the pair test was exercised
     assert min(cases["in_table"], cases["rejected_by_bound"], cases["accepted_by_bound"],
                cases["centre_test_rejected"], cases["centre_test_accepted"]) > 0, cases
+    assert cases["explored"] == 0  # the exploration draws' pairs are tested like the others
     assert ref["NDIST_CENTRES"] > len(ref["keys"]) > 0
     # pairs only outside G_{c_o}, only for centres closer than thresholds[c_o]
     rows, cols = out["keys"] // len(centres), out["keys"] % len(centres)
     assert not any(c in neighbours[r] for r, c in zip(rows, cols))
     assert (np.sqrt(out["rank"]) < thresholds[rows]).all()
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_without_explored_pairs_the_exploration_draws_record_none(k):
+    """explored_pairs=False: a draw outside G_{c_o} records no pair; everything else is as with them."""
+    X, w, centres, K, neighbours, thresholds, tsum, tcnt = neighbourhood_problem(np.float64, True, k, seed=2)
+    thresholds = np.full(len(centres), np.inf)  # every pair a row evaluates is a candidate
+    common = dict(neighbours=neighbours, thresholds=thresholds, n_explore=3, key=np.uint64(11), tsum=tsum, tcnt=tcnt)
+    out = run_kernel(X, w, centres, 0.8, K, "neighbourhood", explored_pairs=False, **common)
+    ref = reference(X, w, centres, 0.8, K, "neighbourhood", explored_pairs=False, **common)
+    assert_matches_reference(out, ref)
+    assert ref["cases"]["explored"] > 0
+    every = run_kernel(X, w, centres, 0.8, K, "neighbourhood", **common)
+    for name in ("K", "S0", "S1", "SD2", "tsum", "tcnt"):
+        np.testing.assert_array_equal(out[name], every[name])
+    assert set(out["keys"]) <= set(every["keys"])  # the pairs of fewer rows
+    assert (out["weights"] <= every["weights"][np.isin(every["keys"], out["keys"])] * (1 + 1e-12)).all()
+    assert out["weights"].sum() < every["weights"].sum()
 
 
 @pytest.mark.parametrize("k", [1, 3])
