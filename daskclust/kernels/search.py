@@ -257,8 +257,9 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
     :func:`daskclust.kernels.estep.estep_full`. For the families whose cost is a
     squared Euclidean distance (k-means, isotropic) the estimated search records
     distances and bounds them with the triangle inequality; for the others it records
-    the cost (``pair_value``) and ``thresholds`` are inf (every pair is recorded; the
-    merge tree keeps each component's pairs of nearest means, :class:`~daskclust.search.pairs.PairStats`).
+    the cost (``pair_value``) and ``thresholds`` are inf (no pair is bounded; which rows and
+    candidates record them is below; the merge tree keeps each component's pairs of nearest
+    means, :class:`~daskclust.search.pairs.PairStats`).
     Every distance is counted: point-to-centre in scal[NDIST_POINTS],
     centre-to-centre in scal[NDIST_CENTRES].
 

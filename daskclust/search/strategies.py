@@ -21,8 +21,9 @@ class SearchConfig:
     row_length: int = 32
     metric: bool = True
     """The family's cost is a squared Euclidean distance (:attr:`daskclust.models.Family.metric`):
-    the estimated search may then bound pairs by the triangle inequality; otherwise it records
-    every pair its rows evaluate (thresholds inf)."""
+    the estimated search may then bound pairs by the triangle inequality; otherwise it records its
+    pairs without a bound (thresholds inf), from every ``PAIR_STRIDE``-th row and, with C' > 1, not
+    from the exploration draws (:meth:`EstimatedSearch.explored_pairs`)."""
 
 
 class Search:
