@@ -13,16 +13,63 @@ from distributed import Client, LocalCluster
 from daskclust.datasets import birch_grid_centres
 from daskclust.engine.cluster import profiler_off
 
+COMPILED_AHEAD = pytest.StashKey[str]()
+
 
 def pytest_configure(config):
     """Refuse NUMBA_BOUNDSCHECK=1 without its own NUMBA_CACHE_DIR: numba's cache index keys a kernel by
     its signature, the CPU and its own bytecode only, so the bounds-checked kernels would be cached
-    beside the sources and loaded by every later run (as .ci/run avoids with a cache of its own)."""
+    beside the sources and loaded by every later run (as .ci/run avoids with a cache of its own).
+
+    Then, in the process that starts the pytest-xdist workers, compile the kernels ahead
+    (:func:`compile_ahead`)."""
     import numba
 
     if numba.config.BOUNDSCHECK and not os.environ.get("NUMBA_CACHE_DIR"):
         raise pytest.UsageError("NUMBA_BOUNDSCHECK=1 needs its own NUMBA_CACHE_DIR (e.g. NUMBA_CACHE_DIR=.ci/numba-"
                                 "boundscheck): numba's cache would otherwise keep the bounds-checked kernels")
+    if not hasattr(config, "workerinput"):
+        config.stash[COMPILED_AHEAD] = compile_ahead(config)
+
+
+def compile_ahead(config) -> str:
+    """Run ``tests/compile_ahead.py`` in two processes when the whole suite runs (no paths given, no
+    ``-m``) on a numba cache without the kernels of a default fit (a fresh clone, as in CI), so that the
+    test processes load the kernels instead of each compiling them. Returns the line for the report's
+    header. Runs nothing on a warm cache, for a selection of tests, or with NUMBA_BOUNDSCHECK=1 (the
+    marked tests need a few of the bounds-checked kernels, compiled as they go)."""
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    import numba
+
+    from daskclust.fit.warmup import kernels_cached
+
+    if config.args_source != pytest.Config.ArgsSource.TESTPATHS or config.option.markexpr or numba.config.BOUNDSCHECK:
+        return "kernels compiled ahead: no (a selection of the tests)"
+    if kernels_cached("float64"):
+        return "kernels compiled ahead: no (numba's cache holds them)"
+    t0 = time.perf_counter()
+    script = pathlib.Path(__file__).with_name("compile_ahead.py")
+    with tempfile.TemporaryDirectory(prefix="daskclust-compile-ahead-") as claims, \
+            tempfile.TemporaryFile("w+") as log0, tempfile.TemporaryFile("w+") as log1:
+        procs = [subprocess.Popen([sys.executable, str(script), claims], stdout=subprocess.DEVNULL, stderr=log)
+                 for log in (log0, log1)]
+        for proc in procs:
+            proc.wait(timeout=1200)
+        failed = []
+        for proc, log in zip(procs, (log0, log1)):
+            if proc.returncode:
+                log.seek(0)
+                failed.append(log.read()[-4000:])
+    summary = f"kernels compiled ahead: {time.perf_counter() - t0:.0f} s in 2 processes"
+    return summary + (f"; some tasks FAILED (the tests compile what they missed):\n{''.join(failed)}" if failed else "")
+
+
+def pytest_report_header(config):
+    return config.stash.get(COMPILED_AHEAD, None)
 
 
 def _cluster(**kwargs):
