@@ -95,6 +95,51 @@ def wide(task):
     return run
 
 
+def stored(X, client):
+    """Fits, predictions into zarr and a saved model, from a zarr store (placed, and streamed)."""
+    import tempfile
+
+    import zarr
+
+    import daskclust
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/X.zarr"
+        zarr.create_array(path, shape=X.shape, chunks=(128, X.shape[1]), dtype=X.dtype)[:] = X
+        model = daskclust.KMeans(CLUSTERS, max_iter=3, random_state=0).fit(path, client=client)
+        model.predict(path, output=f"{folder}/labels.zarr")
+        model.save(f"{folder}/model.zarr")
+        daskclust.load(f"{folder}/model.zarr").predict(X)
+        daskclust.KMeans(CLUSTERS, max_iter=3, random_state=0, memory_budget=X.nbytes // 4).fit(path, client=client)
+        daskclust.GaussianMixture(CLUSTERS, max_iter=3, random_state=0).fit(path, client=client).score(path)
+
+
+def sketch_store(X, client):
+    """A sketch written to a zarr store from one, and a coreset fit on it (examples/coreset_sketch.py)."""
+    import tempfile
+
+    import zarr
+
+    from daskclust import SketchedGaussianMixture
+    from daskclust.transforms import Sketch
+
+    wide = np.repeat(X, 32, axis=1) + np.random.default_rng(3).standard_normal((len(X), 64)).astype(X.dtype)
+    with tempfile.TemporaryDirectory() as folder:
+        zarr.create_array(f"{folder}/X.zarr", shape=wide.shape, chunks=(128, 64), dtype=X.dtype)[:] = wide
+        sketch = Sketch(n_kept=8, random_state=0).fit_transform(f"{folder}/X.zarr", client=client,
+                                                                  output=f"{folder}/sketch.zarr")
+        SketchedGaussianMixture(8, n_kept=8, n_truncated=3, coreset=400, refine_iter=1, max_iter=3,
+                                random_state=0).fit(sketch, client=client).predict(sketch)
+
+
+def warmup_units(X, client):
+    """daskclust's own compile-ahead units (daskclust.fit.warmup), on their tiny engine."""
+    from daskclust.fit import warmup
+
+    for unit in warmup.UNITS:
+        warmup.run_unit(unit, X.dtype.name, make_engine=lambda: warmup._tiny_engine(client, X.dtype.name))
+
+
 FAMILIES = ("isotropic", "spherical", "diag", "full", "tied")
 SEARCHES = ("estimated", "sampled", "exhaustive", "full")
 TASKS = {
@@ -102,12 +147,16 @@ TASKS = {
     **{f"KMeans init={i}": kmeans(init=i) for i in ("k-means++", "afkmc2", "random")},
     "KMeans coreset": kmeans(coreset=300, refine_iter=1),
     **{f"GaussianMixture {f} search={s}": gaussian_mixture(f, s) for f in FAMILIES for s in SEARCHES},
-    **{f"CellGaussianMixture {f}": gaussian_mixture(f, cls="CellGaussianMixture") for f in ("diag", "full")},
+    **{f"CellGaussianMixture {f} search={s}": gaussian_mixture(f, s, cls="CellGaussianMixture")
+       for f in ("diag", "full") for s in ("estimated", "sampled", "full")},
     "GreedyGaussianMixture": greedy,
     **{f"SketchedGaussianMixture {f}": sketched(f) for f in ("diag", "spherical")},
     "KMeans partial_fit": partial_fit("KMeans"),
     **{f"GaussianMixture {f} partial_fit": partial_fit("GaussianMixture", covariance_type=f) for f in FAMILIES},
     "KMeans 40 features": wide(kmeans()),
+    "zarr stores": stored,
+    "sketch store and coreset": sketch_store,
+    "daskclust's warm-up units": warmup_units,
     **{f"GaussianMixture {f} 40 features": wide(gaussian_mixture(f)) for f in ("diag", "full")},
 }
 """Each task, run on float64 and on float32 data."""
