@@ -141,3 +141,18 @@ def test_cli_fit_on_bad_data_writes_no_model(tmp_path, capsys):
     assert main(["fit", store, "--clusters", "3", "--output", str(model), "--quiet"]) == 2
     assert "NaN or inf in row 5" in capsys.readouterr().err
     assert not model.exists()
+
+
+def test_numpy_rows_are_referred_to_not_copied():
+    """A numpy input's dask array refers to the caller's array (dask's from_array would copy and hash it,
+    seconds for large data); its chunks hold the same rows."""
+    from daskclust.data.sources import numpy_as_dask
+
+    X = np.random.default_rng(0).normal(size=(1000, 3))
+    wrapped = numpy_as_dask(X)
+    assert [value is X for value in dict(wrapped.dask).values()] == [True] and wrapped.chunks == ((1000,), (3,))
+    data = as_chunked_data(X, chunk_rows=300)
+    assert data.source.array is X and data.X.chunks[0] == (300, 300, 300, 100)
+    np.testing.assert_array_equal(data.X.blocks[2].compute(), X[600:900])
+    np.testing.assert_array_equal(as_chunked_data(X.astype(np.float32), chunk_rows=300).X.compute(), X.astype(np.float32))
+    assert numpy_as_dask(np.zeros((0, 3))).shape == (0, 3)
