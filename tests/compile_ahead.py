@@ -16,7 +16,6 @@ test of that estimator reports its failure.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
@@ -26,13 +25,6 @@ import numpy as np
 
 CLUSTERS = 25
 """More clusters than a default neighbourhood (G = 10), so the searches record and merge pairs."""
-
-
-def blobs(dtype: str, n_features: int = 2, n_samples: int = 1000) -> np.ndarray:
-    rng = np.random.default_rng(0)
-    centres = rng.uniform(0, 60, (CLUSTERS, n_features))
-    X = centres[rng.integers(0, CLUSTERS, n_samples)] + rng.standard_normal((n_samples, n_features))
-    return X.astype(dtype)
 
 
 def kmeans(search="estimated", init="k-means||", **options):
@@ -162,16 +154,12 @@ TASKS = {
 """Each task, run on float64 and on float32 data."""
 
 
-def claim(claims: str, name: str) -> bool:
-    try:
-        os.close(os.open(os.path.join(claims, name.replace("/", "_")), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        return True
-    except FileExistsError:
-        return False
-
-
 def main(claims: str) -> int:
     from distributed import Client, LocalCluster
+
+    from daskclust.fit.warmup import claim
+
+    from conftest import blobs  # this script's folder, tests/, is first on sys.path
 
     warnings.simplefilter("ignore")
     failed = 0
@@ -183,7 +171,7 @@ def main(claims: str) -> int:
                     continue
                 t0 = time.perf_counter()
                 try:
-                    task(blobs(dtype), client)
+                    task(blobs(1000, 2, CLUSTERS)[0].astype(dtype), client)
                 except Exception:  # noqa: BLE001 - reported; the tests compile what this missed
                     failed += 1
                     print(f"compile ahead: {name} {dtype} failed:\n{traceback.format_exc()}", file=sys.stderr)
