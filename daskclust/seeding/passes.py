@@ -194,11 +194,20 @@ class DrawOp:
         if self.by_distance:
             mass = mass * chunk.state[STATE_MIND2]
         keys = exponential_keys(stream_key(self.seed, STREAM_DRAW, self.step, chunk.index), mass)
-        k = min(self.k, chunk.n_rows)
-        local = np.argpartition(keys, k - 1)[:k] if k < chunk.n_rows else np.arange(chunk.n_rows)
-        local = local[np.isfinite(keys[local])]
+        local = np.flatnonzero(keys <= self.threshold(acc))  # the others cannot be among the k smallest
+        if len(local) > self.k:
+            local = local[np.argpartition(keys[local], self.k - 1)[: self.k]]
         mine = rows_of(chunk, local, keys[local])
         acc.update(self.merge(dict(acc), mine))
+
+    def threshold(self, acc) -> float:
+        """The largest key a row can have and still be drawn: once ``acc`` holds k rows, its largest
+        key (a row above it can never be among the k smallest); before, the largest finite float (a row
+        of zero mass, key +inf, is never drawn)."""
+        kept = acc["key"]
+        if len(kept) < self.k:
+            return np.finfo(np.float64).max
+        return float(kept.max()) if len(kept) else -np.inf
 
     def merge(self, a, b):
         merged = merge_rows(a, b)

@@ -123,3 +123,32 @@ def test_kmeans_parallel_reads_data_beyond_its_budget_twice(client, tmp_path, mo
         assert (nearest_seed < 2.0).sum() >= 34 and result.sigma2 < 1.5  # the grid's clusters have unit variance
     assert methods.round_sample_rate("k-means||", 36, 2, len(X), 2.0, 5) == 32 * 36 / len(X)
     assert reads == {"every row": 8, "sample": 2}  # first pass, 1 + 5 rounds, the seeds' labels
+
+
+@pytest.mark.parametrize("chunk_rows, k", [(250, 100), (250, 700), (97, 1500), (2000, 2500)])
+def test_drawn_rows_are_the_smallest_keys_over_all_chunks(client, chunk_rows, k):
+    """A draw (DrawOp) keeps exactly the k rows of smallest exponential key over the whole data,
+    whatever the chunking and the merge tree, and never a row of zero weight; an independent
+    selection over every row's key is the reference."""
+    from daskclust.data import as_chunked_data
+    from daskclust.engine.engine import Engine
+    from daskclust.kernels.rng import stream_key
+    from daskclust.kernels.seeding import exponential_keys
+    from daskclust.names import STREAM_DRAW
+    from daskclust.seeding.passes import DrawOp
+
+    X, _ = blobs(2000, 3, 5, seed=17)
+    w = np.random.default_rng(5).uniform(0.1, 2.0, len(X))
+    w[::7] = 0.0
+    data = as_chunked_data(X, sample_weight=w, chunk_rows=chunk_rows)
+    with Engine(data, client) as engine:
+        drawn = engine.map_reduce(DrawOp(9, 2, k, 3))
+    starts = range(0, len(X), chunk_rows)
+    keys = np.concatenate([exponential_keys(stream_key(9, STREAM_DRAW, 2, i), w[s:s + chunk_rows])
+                           for i, s in enumerate(starts)])
+    finite = np.flatnonzero(np.isfinite(keys))
+    expected = np.sort(finite[np.argsort(keys[finite], kind="stable")[:k]])
+    np.testing.assert_array_equal(drawn["row"], expected)
+    np.testing.assert_array_equal(drawn["X"], X[expected])
+    np.testing.assert_array_equal(drawn["key"], keys[expected])
+    assert (w[drawn["row"]] > 0).all()
