@@ -92,8 +92,11 @@ class Reduction:
 
 
 def reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed: int, dense: bool,
-                      restarts: int | None = None, lloyd_iterations: int = LLOYD_ITERATIONS) -> Reduction | None:
+                      restarts: int | None = None, lloyd_iterations: int = LLOYD_ITERATIONS,
+                      neighbours: int = NEIGHBOURHOOD) -> Reduction | None:
     """k-means on the weighted candidates (see the module); None when fewer than C have mass.
+    ``neighbours``: candidates over which a greedy step counts a trial's saving (0: all of them,
+    scikit-learn's greedy k-means++).
 
     ``centre_of`` covers every candidate given (those of zero mass included).
     """
@@ -105,15 +108,15 @@ def reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed
     # thousands of small products (a few dozen trials against all candidates per greedy step): one
     # thread takes 0.5 ms for 42 x 74 x 2000, two took 15 ms when other processes kept both cores busy
     with one_blas_thread():
-        return _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iterations)
+        return _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours)
 
 
-def _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iterations) -> Reduction:
+def _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours) -> Reduction:
     best = None
     n_dist = 0
     for run in range(restarts or n_restarts(n_clusters)):
         key = stream_key(seed, STREAM_REDUCTION, run)
-        chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense, neighbours=NEIGHBOURHOOD)
+        chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense, neighbours=neighbours)
         centres, labels, d2, m = weighted_lloyd(P, w, P[chosen], dense, lloyd_iterations)
         n_dist += n + m
         cost = float(w @ d2)
