@@ -1,8 +1,8 @@
 """Sparsified Gaussian mixtures (SGMM, Kightley & Becker 2019 Sec. II-D): diagonal or spherical mixtures fitted on sketches.
 
 A sketch row is y = R^T x~, the Q entries of the preconditioned row x~ at its indices i_1 .. i_Q
-(:mod:`daskclust.transforms.sketch`); the kernels read it packed, values then indices
-(:func:`~daskclust.transforms.sketch.pack_sketch`). The model lives in the full P-dimensional
+(:mod:`daskclust.transforms.sketch`); the kernels read it packed, values then indices carried as bits
+(:func:`~daskclust.transforms.sketch.pack_sketch`, :mod:`daskclust.kernels.index_bits`). The model lives in the full P-dimensional
 preconditioned space, and a row's likelihood is that of its observed entries (Kightley & Becker 2019 Eqs. 14-16,
 diagonal case): with S_c = diag(s_c),
 
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.estep import LSE, N_SCALARS, W
+from ..kernels.index_bits import index_at
 from .base import HALF_LOG_2PI, Params, SuffStats, variance_floor
 from .gaussian import WeightedFamily, log_weights
 from .overloads import register
@@ -48,7 +49,7 @@ def _cost(x, c, params):
     log_var = params.log_var[c]
     s = 0.0
     for q in range(Q):
-        p = int(x[Q + q])
+        p = index_at(x[Q + q])
         t = x[q] - mu[p]
         s += t * t * prec[p] + log_var[p]
     return s + params.log_weight2[c]
@@ -59,7 +60,7 @@ def _add_point(x, wq, c, value, params, stats):
     mu = params.means[c]
     stats[0][c] += wq
     for q in range(Q):
-        p = int(x[Q + q])
+        p = index_at(x[Q + q])
         stats[1][c, p] += wq * x[q]
         t = x[q] - mu[p]
         stats[2][c, p] += wq * t * t
@@ -72,7 +73,7 @@ def _euclid(x, c, params, value):
     mu = params.means[c]
     s = 0.0
     for q in range(Q):
-        t = x[q] - mu[int(x[Q + q])]
+        t = x[q] - mu[index_at(x[Q + q])]
         s += t * t
     return s
 

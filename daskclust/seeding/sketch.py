@@ -25,6 +25,7 @@ from numba import njit
 from ..engine.ops import Chunk
 from ..errors import InvalidDataError
 from ..kernels.estep import NDIST_POINTS, QE, W, estep_full
+from ..kernels.index_bits import index_at
 from ..kernels.rng import stream_key, uniform
 from ..models.sketched import SketchedFamily, SketchStats
 from ..names import STATE_SEED_LABEL, STREAM_SKETCH_SEEDING
@@ -41,7 +42,7 @@ def sketch_distance(row, centre):
     Q = row.shape[0] // 2
     s = 0.0
     for q in range(Q):
-        t = row[q] - centre[int(row[Q + q])]
+        t = row[q] - centre[index_at(row[Q + q])]
         s += t * t
     return s
 
@@ -52,7 +53,7 @@ def lift(row, out):
     Q = row.shape[0] // 2
     out[:] = 0.0
     for q in range(Q):
-        out[int(row[Q + q])] = row[q]
+        out[index_at(row[Q + q])] = row[q]
 
 
 @njit(cache=True)

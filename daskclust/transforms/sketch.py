@@ -36,6 +36,7 @@ from ..engine.engine import Engine
 from ..engine.ops import Chunk, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
 from ..io import Location, check_target, describe_source, input_stores, store_root, writing
+from ..kernels.index_bits import floats_as_indices, indices_as_floats
 from ..kernels.rng import randint, stream_key
 from ..kernels.validation import max_abs
 from ..models import Family
@@ -110,8 +111,9 @@ def kept_entries(X, basis, indices, values):
 
 
 def pack_sketch(values: np.ndarray, indices: np.ndarray, n_features: int) -> np.ndarray:
-    """Sketch rows as the E-step kernels read them: (n, 2Q) float64, values then indices (exact as floats
-    below 2^53), so a sketch row is one row of the engine's chunks (the ``pack`` of its :class:`~daskclust.data.sources.PackedArrays`).
+    """Sketch rows as the E-step kernels read them: (n, 2Q) float64, values then indices, each index carried
+    as the bits of its int64 (:mod:`daskclust.kernels.index_bits`), so a sketch row is one row of the
+    engine's chunks (the ``pack`` of its :class:`~daskclust.data.sources.PackedArrays`).
 
     The kernels index P-long arrays with the indices: every index is checked to lie in [0, P) first
     (InvalidDataError otherwise), as are the shapes of the two blocks.
@@ -122,7 +124,7 @@ def pack_sketch(values: np.ndarray, indices: np.ndarray, n_features: int) -> np.
                                "the same (rows, Q) shape")
     check_sketch_indices(indices, n_features)
     return np.ascontiguousarray(np.hstack([values.astype(np.float64, copy=False),
-                                           indices.astype(np.float64, copy=False)]))
+                                           indices_as_floats(indices)]))
 
 
 def check_sketch_indices(indices: np.ndarray, n_features: int) -> None:
@@ -302,7 +304,7 @@ class SketchGeometry:
     def _split(self, X):
         Q = self.n_kept
         X = np.asarray(X, dtype=np.float64)
-        return X[:, :Q], X[:, Q:].astype(np.int64)
+        return X[:, :Q], floats_as_indices(X[:, Q:])
 
     def sums(self, X: np.ndarray, w: np.ndarray) -> np.ndarray:
         """Per feature, the weighted sum of the observed entries, then their weight (length 2P)."""
@@ -406,7 +408,8 @@ class SketchedData:
                                    min_samples=min_samples)
         rows = int(chunk_rows or self.values.chunks[0])
         lazy = da.concatenate([da.from_zarr(self.values, chunks=(rows, Q)).astype(np.float64),
-                               da.from_zarr(self.indices, chunks=(rows, Q)).astype(np.float64)], axis=1)
+                               da.from_zarr(self.indices, chunks=(rows, Q)).astype(np.int64).view(np.float64)],
+                              axis=1)
         packed = PackedArrays((self.values, self.indices), partial(pack_sketch, n_features=self.n_features))
         source = BlockSource("packed", packed, np.dtype(np.float64))
         weights = weight_source = None
