@@ -6,7 +6,9 @@ stream reads one chunk at a time from the store and calls ``partial_fit`` on it,
 fit is ``fit`` on the training rows with the same estimator and seed. Quality is measured on held-out
 rows: the exact mean log-likelihood per row for the mixtures (``score(exact=True)``), the inertia
 (``-score``) for KMeans; both means over ``SEEDS``. The gap is (stream - batch) / |batch| of those
-figures (for KMeans, of the negative inertia): positive when the stream is better. Target: the
+figures (for KMeans, of the negative inertia): positive when the stream is better; its standard error
+is that of the seeds' paired gaps. Ten seeds, because one seed's figure moves by several per cent on
+sipu_birch1 (k-means' local optima, batch and stream alike), more than the target. Target: the
 stream within ``TARGET`` of the batch fit's figure after two epochs. Seconds: the stream's per
 epoch (reads included), the batch fit's whole (seeding included, data in memory).
 
@@ -39,7 +41,7 @@ COMMAND = "daskclust bench --suite stream"
 CLUSTER = {"n_workers": 2, "threads_per_worker": 1}
 CHUNKS_PER_EPOCH = 50
 EPOCHS = 2
-SEEDS = (0, 1, 2)
+SEEDS = tuple(range(10))
 TARGET = 0.005
 ESTIMATORS = ("kmeans", "spherical", "diag", "full")
 REAL_SETS = ("sipu_birch1", "uci_letter")
@@ -94,7 +96,7 @@ def run(client, data=None, seeds=SEEDS, estimators=ESTIMATORS) -> Table:
         title=f"Streams: partial_fit over {CHUNKS_PER_EPOCH} chunks per epoch against the batch fit "
               f"(held-out, mean of {len(seeds)} seeds)",
         columns=["data", "N train", "D", "C", "estimator", "batch", "stream 1 epoch", "stream 2 epochs",
-                 "gap 2 epochs %", "target", "peer 2 epochs", "batch s", "stream s / epoch", "peer s / epoch"])
+                 "gap 2 epochs %", "gap s.e. %", "target", "peer 2 epochs", "batch s", "stream s / epoch", "peer s / epoch"])
     with tempfile.TemporaryDirectory() as tmp:
         for name, C, train, test in sets(data_dir()) if data is None else data:
             path = str(Path(tmp) / f"{name.replace(' ', '_')}.zarr")
@@ -118,19 +120,29 @@ def run(client, data=None, seeds=SEEDS, estimators=ESTIMATORS) -> Table:
                 b, s = float(np.mean(batch)), np.mean(epochs, axis=0)
                 gap = (float(s[-1]) - b) / abs(b)
                 table.rows.append([name, len(train), train.shape[1], C, kind, b, float(s[0]), float(s[-1]),
-                                   100 * gap, "met" if gap >= -TARGET else "missed",
+                                   100 * gap, paired_error(np.array(epochs)[:, -1], np.array(batch)),
+                                   "met" if gap >= -TARGET else "missed",
                                    float(np.mean(peers)) if peers else "—", float(np.mean(batch_s)),
                                    float(np.mean(epoch_s)), float(np.mean(peer_s)) if peer_s else "—"])
     table.prose.append(summary(table))
     table.notes.append("batch, stream: the exact held-out log-likelihood per row (mixtures) or minus the held-out "
                        "inertia (KMeans); gap = (stream - batch) / |batch| after two epochs, positive when the "
-                       f"stream is better; target: gap >= -{100 * TARGET:g} %")
+                       f"stream is better; target: gap >= -{100 * TARGET:g} %; gap s.e.: the standard error of "
+                       "the mean of the seeds' paired gaps")
     table.notes.append("peer: scikit-learn's MiniBatchKMeans.partial_fit on the same chunks (KMeans rows only; "
                        "scikit-learn has no partial_fit for Gaussian mixtures), minus its held-out inertia")
     table.notes.append("stream s / epoch: the partial_fit calls of one epoch, each chunk read from a zarr store "
                        "(one chunk in memory at a time), in this process; batch s: fit on the rows in memory "
                        "on the suite's cluster, seeding included")
     return table
+
+
+def paired_error(stream: np.ndarray, batch: np.ndarray) -> float | str:
+    """The standard error, in per cent of |mean batch|, of the mean of the seeds' gaps stream - batch
+    ("—" for one seed)."""
+    if len(batch) < 2:
+        return "—"
+    return float(100 * np.std(stream - batch, ddof=1) / np.sqrt(len(batch)) / abs(np.mean(batch)))
 
 
 def summary(table: Table) -> str:
