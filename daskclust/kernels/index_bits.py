@@ -5,8 +5,9 @@ A sketch row is one float64 row of the engine's chunks, its values then its indi
 are those of the int64 i, so a kernel reads it back with a bitcast (:func:`index_at`), which
 costs no instruction, where a float-to-int conversion per access made the sketched E-step kernel
 take 1.3x as long (Kightley & Becker 2019's SGMM, every entry read once per component for its
-cost and once for its statistics; C = 3, Q = 31 of P = 784). The bits of an index in [0, 2^52) are a subnormal float64: finite, never
-NaN, never part of any arithmetic; the rows are only copied (numpy, Dask and pickle keep the bits).
+cost and once for its statistics; C = 3, Q = 31 of P = 784). The bits of an index in [0, 2^52)
+are a subnormal float64: finite, never NaN, never part of any arithmetic; the rows are only
+copied (numpy, Dask and pickle keep the bits).
 """
 
 from __future__ import annotations

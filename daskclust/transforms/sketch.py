@@ -408,8 +408,8 @@ class SketchedData:
                                    min_samples=min_samples)
         rows = int(chunk_rows or self.values.chunks[0])
         lazy = da.concatenate([da.from_zarr(self.values, chunks=(rows, Q)).astype(np.float64),
-                               da.from_zarr(self.indices, chunks=(rows, Q)).astype(np.int64).view(np.float64)],
-                              axis=1)
+                               da.from_zarr(self.indices, chunks=(rows, Q)).map_blocks(indices_as_floats,
+                                                                                       dtype=np.float64)], axis=1)
         packed = PackedArrays((self.values, self.indices), partial(pack_sketch, n_features=self.n_features))
         source = BlockSource("packed", packed, np.dtype(np.float64))
         weights = weight_source = None

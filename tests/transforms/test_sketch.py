@@ -16,7 +16,7 @@ from daskclust.search import SearchConfig, make_search
 from daskclust.seeding import seed
 from daskclust.seeding.sketch import seed_sketches
 from daskclust.transforms import Sketch, SketchedData
-from daskclust.transforms.sketch import SketchTransform
+from daskclust.transforms.sketch import SketchTransform, pack_sketch
 
 from conftest import blobs
 
@@ -206,6 +206,9 @@ def test_bytes_read_counts_what_the_workers_read(client, tmp_path):
                                                         output=tmp_path / "s.zarr")
     assert sketched.values.dtype == np.float32 and sketched.indices.dtype == np.uint8
     packed = sketched.chunked()
+    np.testing.assert_array_equal(  # the lazy view of the store: the rows the workers read, bit for bit
+        packed.X.compute().view(np.int64),
+        pack_sketch(sketched.values[:], sketched.indices[:], sketched.n_features).view(np.int64))
     with Engine(packed, client, persist=False) as engine:
         engine.map_reduce(MomentsOp(RowGeometry(packed.n_features), packed.n_chunks))
         engine.map_reduce(MomentsOp(RowGeometry(packed.n_features), packed.n_chunks))
