@@ -80,6 +80,8 @@ STREAM_RANDOM_START = 42
 """A mixture's random start: each row's random responsibilities, per chunk."""
 STREAM_PARTIAL_FIT_START = 43
 """A stream's start (partial_fit): the rows of its first chunk that its k-means sees."""
+STREAM_PARTIAL_FIT_SWAP = 44
+"""A k-means stream's swaps (partial_fit): the candidate rows drawn from each chunk, per step."""
 STREAM_BALL_INDEX = 71
 """Ball index: the group centres' initial draw."""
 STREAM_PRUNING_PROBE = 73

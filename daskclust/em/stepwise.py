@@ -25,6 +25,10 @@ from the best sets there are. The family's statistics S2 are second moments abou
 means; the running statistics are kept about the current means (re-centred after every M-step,
 :meth:`~daskclust.models.base.Family.recentred`), so the two add.
 
+A k-means stream (the family's ``hard``) also moves a centre from where it is least needed to a row of
+the chunk where one is lacking, when the chunk shows that this pays (:mod:`.stream_swap`), before the
+M-step: the steps alone keep the optimum the start leads to.
+
 Nothing here uses Dask: a chunk is in memory, and its rows are cut into blocks E-stepped on a
 thread pool (the kernels release the GIL), merged in block order, so the result does not depend on
 the number of threads.
@@ -43,9 +47,10 @@ from ..errors import InvalidDataError
 from ..kernels.estep import LSE, N_SCALARS, QE, W, estep_sets
 from ..models import Family, Params, SuffStats
 from ..models.inference import MixtureIndex
-from ..names import STREAM_PARTIAL_FIT_START
+from ..names import STREAM_PARTIAL_FIT_START, STREAM_PARTIAL_FIT_SWAP
 from ..seeding.passes import pruning_test
 from ..seeding.reduction import reduce_candidates
+from .stream_swap import swap
 
 STEP_DECAY = 0.55
 """kappa of the step sizes: within (0.5, 1] for convergence; smaller forgets the first chunks' (worst)
@@ -92,6 +97,8 @@ class StepwiseEM:
     n_steps: int = 0
     weight_seen: float = 0.0
     rows_seen: int = 0
+    seed: int = 0
+    n_swaps: int = 0
 
     def burnt_in(self) -> bool:
         """Whether enough rows have been seen for M-steps (:data:`BURN_IN`)."""
@@ -107,7 +114,7 @@ class StepwiseEM:
         seconds."""
         started = time.perf_counter()
         kernel = self.family.kernel_params(self.params)
-        chunk = chunk_stats(self.family, self.params, kernel, X, w, self.n_truncated)
+        chunk, sets = chunk_stats(self.family, self.params, kernel, X, w, self.n_truncated)
         total = float(chunk.scal[W])
         free_energy, _ = self.family.free_energy(chunk, self.params, kernel, None)
         averaging = not self.burnt_in()  # the parameters have not moved: the exact average of the chunks
@@ -118,6 +125,12 @@ class StepwiseEM:
         unit = per_unit_weight(chunk, total)
         blended = unit if self.stats is None else blend(self.stats, unit, eta)
         if self.burnt_in():
+            if self.family.hard:
+                swapped = swap(blended, self.params, X, w, sets[:, 0],
+                               np.random.default_rng([self.seed, STREAM_PARTIAL_FIT_SWAP, self.n_steps]))
+                if swapped is not None:
+                    blended, self.params = swapped
+                    self.n_swaps += 1
             new = self.family.m_step(blended, self.params, self.reg)
             blended = self.family.recentred(blended, new.means - self.params.means)
             self.params = new
@@ -127,31 +140,33 @@ class StepwiseEM:
                 "sigma2": self.family.mean_variance(self.params), "seconds": time.perf_counter() - started}
 
 
-def chunk_stats(family: Family, params: Params, kernel, X: np.ndarray, w: np.ndarray, n_truncated: int) -> SuffStats:
-    """The family's statistics of the chunk's truncated E-step: every row's C' most responsible components
-    (exactly, through the model's index), its responsibilities renormalised over them. Blocks of
-    :data:`BLOCK_ROWS` rows on a thread pool, merged in block order."""
+def chunk_stats(family: Family, params: Params, kernel, X: np.ndarray, w: np.ndarray,
+                n_truncated: int) -> tuple[SuffStats, np.ndarray]:
+    """The family's statistics of the chunk's truncated E-step and the rows' sets K(n) ((n, C') int32, most
+    responsible first): every row's C' most responsible components (exactly, through the model's index),
+    its responsibilities renormalised over them. Blocks of :data:`BLOCK_ROWS` rows on a thread pool,
+    merged in block order."""
     C, D = params.means.shape
     index = MixtureIndex(family, params)
     k = min(n_truncated, C)
 
-    def block(start: int) -> SuffStats:
+    def block(start: int) -> tuple[SuffStats, np.ndarray]:
         rows = X[start:start + BLOCK_ROWS]
         weights = w[start:start + BLOCK_ROWS] if len(w) else w
         sets = index.top(rows, k)[0]
         stats = family.new_stats(C, D)
         estep_sets(rows, weights, kernel, sets, stats.arrays(), stats.scal)
-        return stats
+        return stats, sets
 
     starts = range(0, X.shape[0], BLOCK_ROWS)
     if len(starts) == 1:
         return block(0)
     with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1)) as pool:
         parts = list(pool.map(block, starts))
-    total = parts[0]
-    for part in parts[1:]:
+    total = parts[0][0]
+    for part, _ in parts[1:]:
         total = total.merge(part)
-    return total
+    return total, np.concatenate([sets for _, sets in parts])
 
 
 def per_unit_weight(stats: SuffStats, total: float) -> SuffStats:
@@ -194,7 +209,7 @@ def first_params(family: Family, X: np.ndarray, w: np.ndarray, n_clusters: int, 
 
 def start_restarts(n_clusters: int) -> int:
     """Restarts of the first chunk's k-means: max(1, min(32, 3200 // C)). A stream's start sees one chunk,
-    not the whole data as a k-means|| seeding does, and no later step moves a centre out of a wrong
-    optimum: on the BIRCH grid (C = 100, 2,000 rows) 2 of 6 seeds started 7 % worse than the others with
+    not the whole data as a k-means|| seeding does, and no later stepwise step moves a centre out of a
+    wrong optimum (only a k-means stream's swaps, :mod:`.stream_swap`): on the BIRCH grid (C = 100, 2,000 rows) 2 of 6 seeds started 7 % worse than the others with
     8 restarts, none with 32. Each restart costs (20 C)^2 distances at most, hence fewer at large C."""
     return max(1, min(32, 3200 // n_clusters))

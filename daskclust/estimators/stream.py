@@ -35,7 +35,9 @@ class StreamMixin:
         ``predict``); their statistics per unit weight are blended into the running statistics with
         the step eta_t = (W(X_t) / W_seen)^0.55 ((t + 1)^-0.55 for chunks of equal weight), and the
         M-step of the blend is the new model, once 2 (D + 1) C rows have been seen (Cappé & Moulines
-        2009; Liang & Klein 2009; see the user guide, "Streams: partial_fit").
+        2009; Liang & Klein 2009; see the user guide, "Streams: partial_fit"). A ``KMeans`` stream also
+        moves a centre from where it is least needed to a row of the chunk where one is lacking, when
+        the chunk shows that this lowers the cost (a swap, Kanungo et al. 2004).
 
         The first call starts from the fitted model if there is one (``fit`` or a loaded model),
         else from given initial centres (``init`` / ``means_init``, with ``weights_init`` and
@@ -75,7 +77,8 @@ class StreamMixin:
                 self.coreset_ = self.training_data_ = None
                 self._output_dtype = np.dtype(np.float32 if rows.dtype == np.float32 else np.float64)
             params = self._model() if fitted else self._stream_start(rows, weights, self.seed_)
-            stream = self._stream = StepwiseEM(self._family(), self._n_truncated(), self._reg(), params)
+            stream = self._stream = StepwiseEM(self._family(), self._n_truncated(), self._reg(), params,
+                                                 seed=getattr(self, "seed_", 0))
             self._stream_weight = 0.0
         step = stream.step(rows, weights)
         self._stream_weight += step["weight"]

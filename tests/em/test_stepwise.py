@@ -53,7 +53,7 @@ def test_recentred_statistics_are_the_second_moments_about_the_new_means(family_
     X = mixture_data(seed=3, n=700, D=3, C=5)
     family = FAMILIES[family_name]
     params = start(family_name, X, 5)
-    stats = chunk_stats(family, params, family.kernel_params(params), X, np.empty(0), 5)
+    stats, _ = chunk_stats(family, params, family.kernel_params(params), X, np.empty(0), 5)
     new = family.m_step(stats, params, 1e-6)
     recentred = family.recentred(stats, new.means - params.means)
     R = responsibilities(X, params, family_name)
@@ -92,7 +92,7 @@ def test_burn_in_keeps_the_start_and_averages_the_chunks_exactly(monkeypatch):
     for lo, hi in [(0, 100), (100, 130), (130, 600)]:
         em.step(X[lo:hi], w[lo:hi])
     assert em.params is params
-    whole = chunk_stats(family, params, family.kernel_params(params), X, w, 2)
+    whole, _ = chunk_stats(family, params, family.kernel_params(params), X, w, 2)
     for got, want in zip(em.stats.arrays(), whole.arrays()):
         np.testing.assert_allclose(got, want / w.sum(), rtol=1e-12, atol=1e-15)
 
@@ -106,7 +106,7 @@ def test_rows_keep_their_exact_best_components():
     C = 8
     params = Params(X[rng.choice(len(X), C, replace=False)], rng.dirichlet(np.ones(C)),
                     rng.uniform(0.05, 20.0, (C, 3)))  # unequal variances: the nearest mean is often not the best
-    stats = chunk_stats(family, params, family.kernel_params(params), X, np.empty(0), 2)
+    stats, sets = chunk_stats(family, params, family.kernel_params(params), X, np.empty(0), 2)
     R = responsibilities(X, params, "diag")
     top = np.argsort(-R, axis=1)[:, :2]
     Q = np.zeros_like(R)
@@ -116,6 +116,7 @@ def test_rows_keep_their_exact_best_components():
     assert np.mean(nearest != top[:, 0]) > 0.1  # the case the family's own cost decides
     np.testing.assert_allclose(stats.S0, Q.sum(0), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(stats.S1, Q.T @ X, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(sets, top)
 
 
 def test_statistics_do_not_depend_on_the_blocks(monkeypatch):
@@ -123,11 +124,12 @@ def test_statistics_do_not_depend_on_the_blocks(monkeypatch):
     family = FAMILIES["full"]
     params = start("full", X, 6)
     kernel = family.kernel_params(params)
-    one = chunk_stats(family, params, kernel, X, np.empty(0), 3)
+    one, one_sets = chunk_stats(family, params, kernel, X, np.empty(0), 3)
     monkeypatch.setattr(stepwise, "BLOCK_ROWS", 257)
-    many = chunk_stats(family, params, kernel, X, np.empty(0), 3)
+    many, many_sets = chunk_stats(family, params, kernel, X, np.empty(0), 3)
     for a, b in zip(one.arrays(), many.arrays()):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(one_sets, many_sets)
 
 
 @pytest.mark.parametrize("family_name", ["spherical", "diag", "full"])
