@@ -41,6 +41,12 @@ from ..search.neighbours import exact_neighbours
 CANDIDATES = 8
 """Rows of a chunk tried as the new centre of a swap (D^2 sampling)."""
 
+JUDGED_ROWS_PER_CENTRE = 16
+JUDGED_ROWS = 4096
+"""A chunk of more than max(JUDGED_ROWS, JUDGED_ROWS_PER_CENTRE C) rows is judged on a uniform sample of
+that many (the gain's standard error covers the sampling): the swap then costs O(C D) per step, not
+O(n D) (on a 20,000 x 784 chunk, C = 100, it took 0.7-1.2 s of a 2.5-2.9 s step over every row)."""
+
 PARTNERS = 8
 """Nearest centres each centre's merge is priced with (Ward's cost is least with one of them but for
 centres of very unequal weights)."""
@@ -61,6 +67,10 @@ def swap(stats: SuffStats, params: Params, X: np.ndarray, w: np.ndarray, labels:
     means = params.means
     C = means.shape[0]
     mass = w if len(w) else np.ones(X.shape[0])
+    judged = max(JUDGED_ROWS, JUDGED_ROWS_PER_CENTRE * C)
+    if X.shape[0] > judged:  # a uniform sample of the chunk judges the swap
+        rows = np.sort(rng.choice(X.shape[0], judged, replace=False))
+        X, mass, labels = X[rows], mass[rows], labels[rows]
     d = np.einsum("nd,nd->n", X - means[labels], X - means[labels])
     W = float(mass.sum())
     cost = mass * d
