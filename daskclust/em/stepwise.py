@@ -75,6 +75,10 @@ covariances (mean held-out log-likelihood per row of 3 seeds): -8.60 with these,
 iterations and the local saving, -8.70 with 3 iterations and the saving over all rows, -9.09 with the
 seeding's settings (batch fit: -8.33)."""
 
+START_BUDGET = 32 * 2000 * 100 * 2
+"""n C D summed over the restarts of a stream's start (:func:`start_restarts`): 32 restarts on 2,000 rows
+of 2 features with C = 100 (the BIRCH grid's first chunk in the stream suite), fewer beyond."""
+
 BLOCK_ROWS = 16384
 """Rows per block of a chunk's E-step (a block's statistics are a task of the thread pool)."""
 
@@ -198,7 +202,8 @@ def first_params(family: Family, X: np.ndarray, w: np.ndarray, n_clusters: int, 
         rows = np.sort(draw.choice(X.shape[0], START_ROWS * n_clusters, replace=False))
         X, mass = X[rows], mass[rows]
     dense, _ = pruning_test(np.asarray(X, dtype=np.float64), seed)
-    reduction = reduce_candidates(X, mass, n_clusters, seed, dense, restarts=start_restarts(n_clusters),
+    restarts = start_restarts(X.shape[0], n_clusters, X.shape[1])
+    reduction = reduce_candidates(X, mass, n_clusters, seed, dense, restarts=restarts,
                                   lloyd_iterations=START_LLOYD_ITERATIONS, neighbours=0)
     if reduction is None:
         raise InvalidDataError(f"n_samples={int(np.count_nonzero(mass))} (rows with weight) should be >= "
@@ -207,9 +212,11 @@ def first_params(family: Family, X: np.ndarray, w: np.ndarray, n_clusters: int, 
     return family.initial_params(reduction.centres, sigma2, reg)
 
 
-def start_restarts(n_clusters: int) -> int:
-    """Restarts of the first chunk's k-means: max(1, min(32, 3200 // C)). A stream's start sees one chunk,
-    not the whole data as a k-means|| seeding does, and no later stepwise step moves a centre out of a
-    wrong optimum (only a k-means stream's swaps, :mod:`.stream_swap`): on the BIRCH grid (C = 100, 2,000 rows) 2 of 6 seeds started 7 % worse than the others with
-    8 restarts, none with 32. Each restart costs (20 C)^2 distances at most, hence fewer at large C."""
-    return max(1, min(32, 3200 // n_clusters))
+def start_restarts(n_rows: int, n_clusters: int, n_features: int) -> int:
+    """Restarts of the first chunk's k-means: max(1, min(32, START_BUDGET // (n C D))) for n rows. A
+    stream's start sees one chunk, not the whole data as a k-means|| seeding does, and no later stepwise
+    step moves a centre out of a wrong optimum (only a k-means stream's swaps, :mod:`.stream_swap`): on
+    the BIRCH grid (C = 100, 2,000 rows) 2 of 6 seeds started 7 % worse than the others with 8 restarts,
+    none with 32. A restart's greedy steps and Lloyd iterations cost O(n C D), hence fewer restarts for
+    more rows, centres or features: 32 restarts took 41 s on 2,000 rows of 784 features (C = 100)."""
+    return max(1, min(32, START_BUDGET // max(1, n_rows * n_clusters * n_features)))

@@ -8,6 +8,7 @@ import pytest
 
 from daskclust.em import stepwise
 from daskclust.em.stepwise import StepwiseEM, chunk_stats
+from daskclust.errors import InvalidDataError
 from daskclust.models import FAMILIES, Params
 
 from conftest import blobs
@@ -172,3 +173,22 @@ def test_the_start_is_a_converged_kmeans_of_the_first_chunk(seed):
     assert len(np.unique(labels)) == 26
     means = np.stack([X[labels == c].mean(0) for c in range(26)])
     np.testing.assert_allclose(params.means, means, atol=1e-9)
+
+
+def test_the_start_restarts_less_where_a_restart_costs_more(monkeypatch):
+    """32 restarts for the stream suite's first chunks (2,000 x 2 at C = 100; 320 x 16 at C = 26), one where
+    a restart's n C D is past the budget (2,000 x 784 at C = 100), counted on the rows the start sees."""
+    assert stepwise.start_restarts(2000, 100, 2) == stepwise.start_restarts(320, 26, 16) == 32
+    assert stepwise.start_restarts(2000, 100, 784) == 1
+    assert 1 < stepwise.start_restarts(2000, 100, 16) < 32
+    seen = {}
+
+    def reduce(X, w, n_clusters, seed, dense, restarts, **kwargs):
+        seen.update(rows=X.shape[0], restarts=restarts)
+        return None
+
+    monkeypatch.setattr(stepwise, "reduce_candidates", reduce)
+    X, _ = blobs(5000, 16, 10, seed=0)
+    with pytest.raises(InvalidDataError):
+        stepwise.first_params(FAMILIES["diag"], X, np.empty(0), 10, 0, 1e-6)
+    assert seen == {"rows": stepwise.START_ROWS * 10, "restarts": stepwise.start_restarts(200, 10, 16)}
