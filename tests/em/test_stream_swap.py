@@ -86,3 +86,19 @@ def test_a_kmeans_stream_leaves_a_wrong_start():
             model.partial_fit(chunk)
     assert model._stream.n_swaps >= 1
     assert nearest_distances(GROUPS, model.cluster_centers_).max() < 0.2
+
+
+def test_swaps_depend_on_weight_ratios_only():
+    """Weights scaled by any factor draw the same candidates and make the same swaps (the draws are by
+    w_n d_n, gains and losses per unit weight); rows of weight 0 are never drawn."""
+    X = groups(2500, seed=4)
+    X = X[np.random.default_rng(1).permutation(len(X))]
+    w = np.random.default_rng(2).integers(0, 4, len(X)).astype(float)
+    start = np.array([[-0.8, 0.0], [0.8, 0.0], [10.0, 0.0], [5.0, 10.0]])
+    models = [daskclust.KMeans(4, init=start, n_init=1, random_state=0) for _ in range(2)]
+    for chunk in np.array_split(np.arange(len(X)), 20):
+        models[0].partial_fit(X[chunk], sample_weight=w[chunk])
+        models[1].partial_fit(X[chunk], sample_weight=7.5 * w[chunk])
+    assert models[0]._stream.n_swaps == models[1]._stream.n_swaps >= 1
+    np.testing.assert_allclose(models[1].cluster_centers_, models[0].cluster_centers_, rtol=1e-9, atol=1e-9)
+    assert nearest_distances(GROUPS, models[0].cluster_centers_).max() < 0.2
