@@ -66,27 +66,31 @@ def swap(stats: SuffStats, params: Params, X: np.ndarray, w: np.ndarray, labels:
     row's nearest centre under ``params``."""
     means = params.means
     C = means.shape[0]
+    if C < 2:
+        return None
     mass = w if len(w) else np.ones(X.shape[0])
     judged = max(JUDGED_ROWS, JUDGED_ROWS_PER_CENTRE * C)
     if X.shape[0] > judged:  # a uniform sample of the chunk judges the swap
         rows = np.sort(rng.choice(X.shape[0], judged, replace=False))
         X, mass, labels = X[rows], mass[rows], labels[rows]
-    d = np.einsum("nd,nd->n", X - means[labels], X - means[labels])
+    d = squared_norms(X - means[labels])
     W = float(mass.sum())
     cost = mass * d
-    if C < 2 or not cost.sum() > 0:
+    if not cost.sum() > 0:
         return None
-    j, i, loss = cheapest_removal(stats, means)
     rows = rng.choice(X.shape[0], size=min(CANDIDATES, X.shape[0]), p=cost / cost.sum())
     best, best_gain, best_taken = -1, -np.inf, None
     for p in np.unique(rows):
-        e = np.einsum("nd,nd->n", X - X[p], X - X[p])
+        e = squared_norms(X - X[p])
         e[p] = np.inf  # the candidate's own row does not vouch for it
         taken = e < d
         terms = np.where(taken, mass * (d - e), 0.0)
         gain = (float(terms.sum()) - GAIN_ERRORS * np.sqrt(len(terms)) * float(terms.std())) / W
         if gain > best_gain:
             best, best_gain, best_taken = p, gain, taken
+    if best_gain <= 0:  # no removal costs less than nothing: no neighbour search
+        return None
+    j, i, loss = cheapest_removal(stats, means)
     if best_gain <= loss:
         return None
     new_means = means.copy()
@@ -139,9 +143,8 @@ def give_to_new(stats: SuffStats, means: np.ndarray, j: int, X: np.ndarray, w: n
     mean_moved = np.zeros_like(stats.S1)
     np.add.at(mean_moved, donors, w[:, None] * X)
     mean_moved /= per[:, None]
-    to_new = np.bincount(donors, weights=w * np.einsum("nd,nd->n", X - means[j], X - means[j]), minlength=C) / per
-    to_old = np.bincount(donors, weights=w * np.einsum("nd,nd->n", X - means[donors], X - means[donors]),
-                         minlength=C) / per
+    to_new = np.bincount(donors, weights=w * squared_norms(X - means[j]), minlength=C) / per
+    to_old = np.bincount(donors, weights=w * squared_norms(X - means[donors]), minlength=C) / per
     S0 = stats.S0 - share
     S1 = stats.S1 - share[:, None] * mean_moved
     S2 = np.maximum(stats.S2 - share * to_old, 0.0)
@@ -149,3 +152,8 @@ def give_to_new(stats: SuffStats, means: np.ndarray, j: int, X: np.ndarray, w: n
     S1[j] += share @ mean_moved
     S2[j] += share @ to_new
     return SuffStats(S0, S1, S2, stats.scal.copy())
+
+
+def squared_norms(diff: np.ndarray) -> np.ndarray:
+    """||diff_n||^2 of each row, the difference formed once."""
+    return np.einsum("nd,nd->n", diff, diff)
