@@ -3,8 +3,8 @@
 A sketch row is y = R^T x~, the Q entries of the preconditioned row x~ at its indices i_1 .. i_Q
 (:mod:`daskclust.transforms.sketch`); the kernels read it packed, values then indices carried as bits
 (:func:`~daskclust.transforms.sketch.pack_sketch`, :mod:`daskclust.kernels.index_bits`). The model
-lives in the full P-dimensional preconditioned space, and a row's likelihood is that of its observed entries (Kightley & Becker 2019 Eqs. 14-16,
-diagonal case): with S_c = diag(s_c),
+lives in the full P-dimensional preconditioned space, and a row's likelihood is that of its observed
+entries (Kightley & Becker 2019 Eqs. 14-16, diagonal case): with S_c = diag(s_c),
 
     cost_c(y) = sum_q (y_q - mu_{c,i_q})^2 / s_{c,i_q} + sum_q log s_{c,i_q} - 2 log pi_c
 
