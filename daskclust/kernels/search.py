@@ -300,8 +300,11 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
     on purpose: numba's inlined helpers taking many arrays made this loop 3-5
     times slower, and so did growing the pair buffers inside it. It is
     compiled with ``fastmath={"reassoc", "contract"}`` (no assumption about NaN
-    or inf): sums may be reordered and vectorised, 20 % faster at D = 32; the
-    results stay identical wherever the same machine code runs.
+    or inf): sums may be reordered and vectorised, 20 % faster at D = 32. No loop
+    both writes memory and sums with reassociation: LLVM runs such a loop
+    vectorised or not by a runtime check of the arrays' addresses, so its sum
+    would depend on where the allocator put them (a fit's statistics then moved
+    in the last bit from one run to the next).
     """
     n = X.shape[0]
     centres = params.means
@@ -402,9 +405,10 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                     tl -= wi * bd * inv_two_s2
             else:
                 kept = min(size, k)
-                z = 0.0
                 for t in range(kept):
                     q[t] = np.exp(-(sel_d[t] - bd) * inv_two_s2)
+                z = 0.0
+                for t in range(kept):  # a loop that only reads: summed the same way wherever q lies
                     z += q[t]
                 for t in range(kept):
                     add_point(X[i], wi * q[t] / z, sel_c[t], sel_d[t], params, stats)
