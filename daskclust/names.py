@@ -17,16 +17,6 @@ STATE_SEED_LABEL = "seed_label"
 """Each row's seed centre, left by the seeding until the first E-step builds K(n) from it."""
 STATE_MIND2 = "mind2"
 """Seeding: each row's squared distance to its nearest candidate so far."""
-STATE_LABEL = "label"
-"""Seeding: each row's nearest candidate so far."""
-STATE_SPATIAL_KEY = "spatial_key"
-"""Seeding: each row's Morton key, by which the rows are sorted before the k-means|| rounds."""
-STATE_SAMPLE_ROWS = "kpp_rows"
-STATE_SAMPLE_X = "kpp_X"
-STATE_SAMPLE_W = "kpp_w"
-STATE_SAMPLE_SCALE = "kpp_scale"
-"""Seeding in many dimensions: the uniform row sample the k-means|| rounds see (rows, values,
-weights, and the weight scale 1 / rate)."""
 STATE_AFKMC2_D2 = "afk_d2"
 """AFK-MC2: each row's squared distance to the first centre (its proposal mass)."""
 
@@ -47,11 +37,11 @@ anything derived from them (checkpoint, tree store, model) is saved."""
 STREAM_DRAW = 11
 """Seeding: rows drawn in proportion to a mass (exponential keys), per step and chunk."""
 STREAM_BERNOULLI = 12
-"""k-means||: the oversampling draws of each round, per chunk."""
+"""k-means||: the oversampling draws of each round, per round, keyed by the row's place in the source."""
 STREAM_PROPOSAL = 13
 """AFK-MC2: the proposal draws inside each chunk."""
 STREAM_SAMPLE = 14
-"""k-means|| in many dimensions: the uniform row sample of each chunk."""
+"""k-means||: the uniform row sample of each chunk on which the driver runs the rounds."""
 STREAM_REDUCTION = 21
 """k-means||: the greedy k-means++ runs of the reduction on the driver, per run."""
 STREAM_KMEANSPP = 22

@@ -234,8 +234,8 @@ def default_seeding(client, path: str) -> str:
         passes = engine.bytes_read() / (N_ROWS * N_FEATURES * 4)
     return (f"KMeans()'s default seeding (k-means||, 5 rounds) alone on the raw store, streamed (page cache "
             f"warm): {result.seconds:.1f} s, {passes:.2f} passes over the store (target: at most 2). Its first "
-            f"pass keeps the uniform sample of rows the k-means|| rounds see, so the rounds read nothing; the "
-            f"last pass assigns every row to its seed centre.")
+            f"pass sends the driver the uniform sample of rows the k-means|| rounds run on, so the rounds read "
+            f"nothing; the last pass assigns every row to its seed centre.")
 
 
 def verdict(measured: list[dict]) -> str:

@@ -57,7 +57,7 @@ specialise on sizes, only on dtypes and array layouts). More clusters than a def
 UNITS = ("seeding", "labels", "pairs", "estep")
 """The compilation units, in the order this process takes them (the helper takes them from the
 end). Compile times, CPU seconds of one core (Python 3.11, numba 0.68, the 2-core machine of
-docs/benchmarks.md): seeding (chunk validation, the k-means|| passes, the ball tree, greedy
+docs/benchmarks.md): seeding (chunk validation, the k-means|| rounds, the ball tree, greedy
 k-means++, the nearest candidate) 16.5, of which the ball tree's three kernels ~11.5; labels (the
 exact nearest centre that ``predict``, and ``fit`` for ``labels_`` on numpy input, run) nothing
 after the seeding, which compiles the same kernel; pairs (the exact neighbours of the centres,

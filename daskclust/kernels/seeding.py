@@ -1,9 +1,9 @@
 """Kernels of the seedings: weighted sampling, AFK-MC2 chains and the k-means|| reduction.
 
-Chunk kernels (``bernoulli_sample``, ``exponential_keys``) run on
-the workers; ``afkmc2_chains`` and the reduction's ``draw_trials`` and
-``weighted_means`` (see :mod:`daskclust.seeding.reduction`) run on the driver over
-the gathered rows. The nearest-candidate searches and the greedy k-means++ steps
+``exponential_keys`` runs on the workers (draws inside a chunk);
+``bernoulli_sample`` (the k-means|| rounds, :mod:`daskclust.seeding.rounds`),
+``afkmc2_chains`` and the reduction's ``draw_trials`` and ``weighted_means`` (see
+:mod:`daskclust.seeding.reduction`) run on the driver over the gathered rows. The nearest-candidate searches and the greedy k-means++ steps
 are in :mod:`daskclust.kernels.balltree` (pruned by a ball tree) and
 :mod:`daskclust.kernels.dense` (matrix products).
 """
@@ -48,15 +48,6 @@ def bernoulli_sample(key, w, mind2, scale, ids):
 
 
 @njit(nogil=True, cache=True)
-def uniforms_at(key, rows):
-    """The draws ``uniform(key, i)`` for i in ``rows``: those ``bernoulli_sample`` compared."""
-    out = np.empty(rows.shape[0])
-    for t in range(rows.shape[0]):
-        out[t] = uniform(key, rows[t])
-    return out
-
-
-@njit(nogil=True, cache=True)
 def exponential_keys(key, mass):
     """Keys -log(u_i) / mass_i: the k smallest are a sample of k rows without replacement
     with probabilities proportional to ``mass`` (Efraimidis & Spirakis 2006).
@@ -68,22 +59,6 @@ def exponential_keys(key, mass):
         else:
             out[i] = np.inf
     return out
-
-
-@njit(nogil=True, cache=True)
-def take_min(mind2, label, new_d2, new_label):
-    """mind2 = min(mind2, new_d2) with label = new_label where it improved. IN/OUT: mind2, label."""
-    for i in range(mind2.shape[0]):
-        if new_d2[i] < mind2[i]:
-            mind2[i] = new_d2[i]
-            label[i] = new_label
-
-
-@njit(nogil=True, cache=True)
-def distances_to(X, centre, out):
-    """out[i] = ||x_i - centre||^2. OUT: out."""
-    for i in range(X.shape[0]):
-        out[i] = sqdist(X[i], centre)
 
 
 @njit(nogil=True, cache=True)
@@ -197,25 +172,3 @@ def weighted_means(P, wts, labels, centres):
             moved += changed
     return moved
 
-
-MORTON_BITS = 21
-"""Bits per coordinate of a Morton key (3 coordinates fill 63 bits)."""
-
-
-@njit(nogil=True, cache=True)
-def morton_keys(X, dims, lo, inv_step, out):
-    """out[i] = the Morton key of row i: the bits of its cells along the coordinates ``dims`` (at
-    most 3; cell = floor((x - lo) * inv_step), clipped to [0, 2^MORTON_BITS)) interleaved, so that
-    rows sorted by key walk space along a Z-shaped curve and near rows mostly sit near each other.
-    OUT: out (uint64)."""
-    top = (1 << MORTON_BITS) - 1
-    n_dims = dims.shape[0]
-    for i in range(X.shape[0]):
-        key = np.uint64(0)
-        for j in range(n_dims):
-            cell = (X[i, dims[j]] - lo[j]) * inv_step[j]
-            q = 0 if not cell > 0.0 else (top if cell >= top else int(cell))
-            for b in range(MORTON_BITS):
-                if (q >> b) & 1:
-                    key |= np.uint64(1) << np.uint64(b * n_dims + j)
-        out[i] = key

@@ -8,11 +8,12 @@ variance sum_n w_n ||y_n - mu_seed(n)||^2 / (D sum_n w_n).
 Registry (unknown names list the valid ones):
 
 ``"k-means||"``  Bahmani et al. 2012: ``init_rounds`` rounds of oversampling
-                 l = oversampling_factor * C rows in proportion to w d^2, then
-                 k-means on the candidates weighted by the rows nearest to them
-                 (greedy k-means++ and Lloyd, best of a few restarts where C is
-                 small; :mod:`daskclust.seeding.reduction`). KMeans's default: on the
-                 BIRCH grid and the real sets of ``daskclust bench --suite
+                 l = oversampling_factor * C rows in proportion to w d^2, on the driver over
+                 the uniform sample the first pass sends it (:mod:`daskclust.seeding.rounds`),
+                 then k-means on the candidates weighted by the rows nearest to them
+                 (greedy k-means++ and Lloyd, best of a few restarts where C is small;
+                 :mod:`daskclust.seeding.reduction`); two passes over the data. KMeans's
+                 default: on the BIRCH grid and the real sets of ``daskclust bench --suite
                  realdata`` Lloyd from it ends below scikit-learn's greedy k-means++.
 ``"afkmc2"``     Bachem et al. 2016 (Forster & Lücke 2018, Exarchakis et al. 2022): Markov chains of length
                  ``chain_length`` over one pass of proposal draws.
@@ -105,7 +106,7 @@ def seed(engine, init, n_clusters: int, *, seed: int, oversampling_factor: float
         method = SEEDINGS[init]
         centres, qe, W, n_dist = method(engine, n_clusters, seed=seed, oversampling_factor=oversampling_factor,
                                         init_rounds=init_rounds, chain_length=chain_length, probe=first["probe"],
-                                        sample_rate=rate)
+                                        sample=first["sample"])
         name = init
     else:
         name = "array"

@@ -10,22 +10,19 @@ import numpy as np
 
 from ..kernels.rng import stream_key
 from ..kernels.seeding import afkmc2_chains
-from ..names import STATE_SPATIAL_KEY, STREAM_AFKMC2_CHAINS, STREAM_AFKMC2_SPLIT, STREAM_KMEANSPP
+from ..names import STREAM_AFKMC2_CHAINS, STREAM_AFKMC2_SPLIT, STREAM_KMEANSPP
 from .passes import (
     AssignOp,
-    BernoulliOp,
     DrawOp,
-    MapLabelsOp,
     NearestIndex,
     NearestUpdateOp,
     ProposalDrawOp,
     ProposalMassOp,
-    SpatialKeyOp,
-    drawn_rows,
+    merge_rows,
     pruning_test,
-    spatial_grid,
 )
 from .reduction import greedy_kmeanspp, kmeanspp_trials, reduce_candidates
+from .rounds import oversample
 
 PROBE_ROWS = 256
 """Rows drawn (in proportion to w) to measure whether ball trees prune on this data."""
@@ -36,9 +33,7 @@ DENSE_BUDGET = 1 << 35
 so they see all rows (and the candidate weights are exact counts) unless that costs more than
 DENSE_BUDGET multiply-adds (about a second of matrix products on two cores, e.g. up to 232,000
 rows of 74 features at C = 200); beyond, a uniform sample of rows within that budget, at least
-DENSE_SAMPLE per cluster, with weights scaled up (candidate weights then estimated). The same
-sample serves where pruning works (only larger data reach the budget there), so that data beyond
-it are read twice whatever their intrinsic dimension."""
+DENSE_SAMPLE per cluster, with weights scaled up (candidate weights then estimated)."""
 
 
 def dense_rows(n_clusters: int, n_features: int, oversampling_factor: float, init_rounds: int) -> int:
@@ -51,23 +46,26 @@ ROUND_ROWS_PER_CLUSTER = 128
 """Rows per cluster the k-means|| rounds see at most (a uniform sample drawn by the first pass beyond
 that): candidates and their masses found on 128 rows per cluster led KMeans() to the same final
 quantization error as on every row within the spread of seeds (BIRCH grid, N = 409,600, 3 seeds:
-C = 256 +0.00 %, C = 1024 +0.6 % with seeds spreading by 1.3 %), and the rounds then cost a few
-milliseconds each instead of a pass over the rows (0.6 s of a 1.05 s fit at C = 256). With 32 and
-64 rows per cluster C = 1024 ended 2.4 % and 1.3 % higher."""
+C = 256 +0.00 %, C = 1024 +0.6 % with seeds spreading by 1.3 %). With 32 and 64 rows per cluster
+C = 1024 ended 2.4 % and 1.3 % higher."""
+
+SAMPLE_VALUES = 1 << 25
+"""Values of the rounds' sample the first pass sends to the driver at most (128 MiB of float32,
+256 MiB of float64)."""
 
 
 def round_sample_rate(init, n_clusters: int, n_features: int, n_samples: int, oversampling_factor: float,
                       init_rounds: int) -> float:
-    """The share of rows the k-means|| rounds see, drawn uniformly by the first pass of the seeding:
-    every row up to ROUND_ROWS_PER_CLUSTER per cluster and within :func:`dense_rows`, else a sample of
-    that many (1 for other seedings).
+    """The share of rows the first pass of a k-means|| seeding sends to the driver for its rounds, drawn
+    uniformly: every row up to ROUND_ROWS_PER_CLUSTER per cluster, within :func:`dense_rows` and
+    SAMPLE_VALUES, else a sample of that many (0 for other seedings: no sample).
 
-    Data beyond it are read twice in all: the first pass (which keeps the sample) and the last.
+    The seeding then reads the data twice in all: the first pass and the last (every row's seed).
     """
     if not (isinstance(init, str) and init == "k-means||"):
-        return 1.0
+        return 0.0
     rows = min(ROUND_ROWS_PER_CLUSTER * n_clusters, dense_rows(n_clusters, n_features, oversampling_factor,
-                                                                init_rounds))
+                                                                init_rounds), SAMPLE_VALUES // max(1, n_features))
     return min(1.0, rows / max(1, n_samples))
 
 
@@ -174,71 +172,33 @@ def kmeanspp(engine, n_clusters: int, *, seed: int, probe: dict, **_):
     return assign(engine, centres, seed, n_dist + n + n_fill)
 
 
-def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, sample_rate: float = 1.0,
+def kmeans_parallel(engine, n_clusters: int, *, seed: int, probe: dict, sample: list[dict],
                     oversampling_factor: float = 2.0, init_rounds: int = 5, **_):
-    """k-means|| (Bahmani et al. 2012), weighted.
+    """k-means|| (Bahmani et al. 2012), weighted, in two passes over the data.
 
-    Round r keeps each row with probability min(1, l w d^2 / phi), l =
-    oversampling_factor * C, phi = sum w d^2, then lowers d^2 with the new
-    candidates exactly; the rows of round r + 1 are drawn in the pass that lowers
-    d^2 for round r (see ``NearestUpdateOp``). The rounds see every row unless
-    that exceeds a budget (``dense_rows``), and then the uniform sample the first
-    pass kept (``sample_rate`` < 1, weights scaled up), reading no rows. The
-    first pass's probe of PROBE_ROWS rows decides how they search: ball trees where
-    the triangle inequality prunes (the rows of persisted chunks sorted in space
-    order first, ``SpatialKeyOp``, when the rounds see every row); otherwise
-    matrix products. The
-    last pass gives each candidate the mass of the rows nearest to it (exact
-    counts when the rounds saw every row, else their unbiased estimate); the
+    The first pass (made by :func:`~daskclust.seeding.seed`) sends the driver a uniform ``sample``
+    of rows (every row within a budget, :func:`round_sample_rate`, weights scaled up beyond it) and
+    a ``probe`` of PROBE_ROWS rows drawn in proportion to w, whose first row is the first candidate
+    and on which :func:`~daskclust.seeding.passes.pruning_test` decides how the searches go: ball
+    trees where the triangle inequality prunes, matrix products otherwise. The rounds run on the
+    driver over the sample (:func:`~daskclust.seeding.rounds.oversample`), each candidate weighted
+    by the sample's rows nearest to it (exact counts when the sample is every row), and the
     weighted candidates are reduced to C centres by k-means on the driver
-    (:func:`~daskclust.seeding.reduction.reduce_candidates`: weighted greedy
-    k-means++, then weighted Lloyd, best of a few runs where C is small). Each
-    row's seed centre is its nearest candidate's nearest centre (ball trees, every
-    row seen) or found by an exact pass (matrix products or a sample). Every distance is
-    counted, the driver's (index builds, the reduction) included.
+    (:func:`~daskclust.seeding.reduction.reduce_candidates`: weighted greedy k-means++, then
+    weighted Lloyd, best of a few runs where C is small). The second pass gives every row its
+    nearest seed centre. Every distance is counted, the driver's (index builds, the reduction)
+    included.
     """
-    D = engine.data.n_features
     dense, n_dist = pruning_test(probe["X"], seed)
-    if not dense and sample_rate >= 1.0 and engine.persisted:  # rows in space order for the tree searches
-        engine.map_reduce(SpatialKeyOp(*spatial_grid(probe["X"])))
-        engine.reorder(STATE_SPATIAL_KEY)
-    cands = probe["X"][np.argmin(probe["key"])][None, :]  # the first draw: a row drawn in proportion to w
-    ell = oversampling_factor * n_clusters
-    common = {"n_features": D, "rate": sample_rate, "seed": seed}  # each update pass also draws the next round's rows
-    index = NearestIndex(cands)
-    out = engine.map_reduce(NearestUpdateOp(index, 1, reset=True, oversample=ell, step=1, **common))
-    n_dist += int(out["n_dist"][0]) + index.n_build
-    for r in range(1, init_rounds + 1):
-        phi = out["phi"][0]
-        if phi <= 0:
-            break
-        drawn = out.pop("draw", None)
-        if drawn is not None:
-            new = drawn_rows(drawn, ell / phi)["X"]
-        else:  # the previous round drew nothing: draw again from the same distances
-            new = engine.map_reduce(BernoulliOp(seed, r, ell / phi, D, sample_rate))["X"]
-        if len(new) == 0:
-            continue
-        index = NearestIndex(new, len(cands), dense=dense)
-        ell_next = 0.0 if r == init_rounds else ell
-        out = engine.map_reduce(NearestUpdateOp(index, len(cands) + len(new), oversample=ell_next, step=r + 1,
-                                                **common))
-        cands = np.concatenate([cands, new])
-        n_dist += int(out["n_dist"][0]) + index.n_build
-    mass = out["mass"]
-    if len(mass) < len(cands):  # no round added rows after the first pass
-        mass = np.pad(mass, (0, len(cands) - len(mass)))
-    reduced = reduce_candidates(cands, mass, n_clusters, seed, bool(dense))
+    first = probe["X"][np.argmin(probe["key"])]  # a row drawn in proportion to w
+    cands = oversample(merge_rows(*sample), first, n_clusters, seed=seed, oversampling_factor=oversampling_factor,
+                       init_rounds=init_rounds, dense=bool(dense))
+    n_dist += cands.n_dist
+    reduced = reduce_candidates(cands.points, cands.mass, n_clusters, seed, bool(dense))
     if reduced is None:  # fewer distinct candidates than clusters: exact assignment instead
-        centres, n = _complete(engine, cands, n_clusters, seed)
+        centres, n = _complete(engine, cands.points, n_clusters, seed)
         return assign(engine, centres, seed, n_dist + n)
-    n_dist += reduced.n_dist
-    if dense or sample_rate < 1.0:  # in many dimensions a row's nearest candidate's centre is often not
-        return assign(engine, reduced.centres, seed, n_dist)  # its own; rows out of the sample have no candidate
-    order = spatial_order(reduced.centres)
-    centre_of = np.argsort(order).astype(np.int32)[reduced.centre_of]
-    mapped = engine.map_reduce(MapLabelsOp(centre_of, reduced.centres[order]))
-    return reduced.centres[order], mapped["qe"][0], mapped["W"][0], n_dist + int(mapped["n_dist"][0])
+    return assign(engine, reduced.centres, seed, n_dist + reduced.n_dist)
 
 
 def _distinct(rows: np.ndarray) -> np.ndarray:
@@ -271,7 +231,7 @@ def _complete(engine, cands: np.ndarray, n_clusters: int, seed: int) -> tuple[np
     while len(cands) < n_clusters:
         dense, n_test = pruning_test(cands, seed)
         index = NearestIndex(cands, dense=dense)
-        out = engine.map_reduce(NearestUpdateOp(index, 0, reset=True))
+        out = engine.map_reduce(NearestUpdateOp(index, reset=True))
         n_dist += n_test + index.n_build + int(out["n_dist"][0])
         extra = engine.map_reduce(DrawOp(seed, step, n_clusters - len(cands), D, by_distance=True))["X"]
         if len(extra) == 0:

@@ -1,8 +1,8 @@
 """Chunk operations shared by the seedings.
 
 Per-chunk state written here: ``mind2`` (squared distance to the nearest
-candidate / centre so far), ``label`` (its index, int32) and, at the end of
-every seeding, ``seed_label`` (the nearest seed centre, int32), from which the
+candidate so far, for draws in proportion to w d^2) and, at the end of every
+seeding, ``seed_label`` (the nearest seed centre, int32), from which the
 truncated E-steps start.
 """
 
@@ -16,19 +16,12 @@ from ..engine.ops import Chunk, add_arrays
 from ..kernels.balltree import build_ball_tree, tree_nearest
 from ..kernels.dense import dense_nearest
 from ..kernels.rng import stream_key
-from ..kernels.seeding import MORTON_BITS, bernoulli_sample, exponential_keys, morton_keys, uniforms_at, weighted_sum
+from ..kernels.seeding import exponential_keys, weighted_sum
 from ..kernels.validation import max_abs
 from ..names import (
     STATE_AFKMC2_D2,
-    STATE_LABEL,
     STATE_MIND2,
-    STATE_SAMPLE_ROWS,
-    STATE_SAMPLE_SCALE,
-    STATE_SAMPLE_W,
-    STATE_SAMPLE_X,
     STATE_SEED_LABEL,
-    STATE_SPATIAL_KEY,
-    STREAM_BERNOULLI,
     STREAM_DRAW,
     STREAM_PROPOSAL,
     STREAM_PRUNING_PROBE,
@@ -98,50 +91,18 @@ def chunk_weights(chunk: Chunk) -> np.ndarray:
     return chunk.w if chunk.w.shape[0] else np.ones(chunk.n_rows)
 
 
-SAMPLE_STATE = ("kpp_rows", "kpp_X", "kpp_w", "kpp_scale")
-
-
-def start_sample(chunk: Chunk, rate: float, seed: int) -> None:
-    """Restrict the k-means|| rounds of this chunk to the rows drawn with probability ``rate``,
-    kept as state with their values, so later rounds need not read the chunk
-    (``rate=1`` keeps every row and keeps nothing)."""
-    for name in SAMPLE_STATE:
-        chunk.state.pop(name, None)
+def uniform_sample(chunk: Chunk, rate: float, seed: int) -> dict[str, np.ndarray]:
+    """The chunk's rows kept independently with probability ``rate`` (every row at ``rate=1``), as sampled
+    rows in the data's dtype, each weighted w / rate (an unbiased estimate of any sum over the chunk)."""
     if rate >= 1.0:
-        return
-    keys = exponential_keys(stream_key(seed, STREAM_SAMPLE, chunk.index), np.ones(chunk.n_rows))
-    rows = np.flatnonzero(keys < -np.log1p(-rate))  # P(-log u < t) = 1 - e^-t = rate
-    chunk.state[STATE_SAMPLE_ROWS] = rows
-    chunk.state[STATE_SAMPLE_X] = np.ascontiguousarray(chunk.X[rows])
-    chunk.state[STATE_SAMPLE_W] = chunk_weights(chunk)[rows]
-    chunk.state[STATE_SAMPLE_SCALE] = np.array([1.0 / rate])
-
-
-def sample_view(chunk: Chunk) -> tuple[np.ndarray, np.ndarray]:
-    """The rows the k-means|| rounds see and their weights (scaled by 1 / rate when sampled)."""
-    if "kpp_rows" in chunk.state:
-        return chunk.state[STATE_SAMPLE_X], chunk.state[STATE_SAMPLE_W] * chunk.state[STATE_SAMPLE_SCALE][0]
-    return chunk.X, chunk.w
-
-
-def view_ids(chunk: Chunk) -> np.ndarray:
-    """Each row of the k-means|| view's place in its chunk as the source orders it (the sample's own
-    order for a sample), by which its draws are keyed."""
-    if STATE_SAMPLE_ROWS in chunk.state or chunk.perm is None:
-        return np.arange(len(sample_view(chunk)[0]), dtype=np.int64)
-    return chunk.perm.astype(np.int64)
-
-
-def view_rows(chunk: Chunk, local: np.ndarray) -> dict[str, np.ndarray]:
-    """Rows ``local`` of the k-means|| view (sampled rows or the whole chunk), as sampled rows."""
-    if "kpp_rows" not in chunk.state:
-        return rows_of(chunk, local)
-    rows = chunk.state[STATE_SAMPLE_ROWS][local]
+        local = np.arange(chunk.n_rows)
+    else:
+        keys = exponential_keys(stream_key(seed, STREAM_SAMPLE, chunk.index), np.ones(chunk.n_rows))
+        local = np.flatnonzero(keys < -np.log1p(-rate))  # P(-log u < t) = 1 - e^-t = rate
     return {
-        "row": chunk.source_rows(rows),
-        "X": chunk.state[STATE_SAMPLE_X][local].astype(np.float64),
-        "w": chunk.state[STATE_SAMPLE_W][local].astype(np.float64),
-        "key": np.zeros(len(local)),
+        "row": chunk.source_rows(local),
+        "X": np.ascontiguousarray(chunk.X[local]),
+        "w": chunk_weights(chunk)[local].astype(np.float64) / min(rate, 1.0),
     }
 
 
@@ -223,65 +184,34 @@ class FirstPassOp:
     (row count when unweighted) of each chunk, the largest |x| of the data (checked against
     underflow on the driver), the data's weighted mean and variance per feature (``moments``:
     weight, mean, sum of squared deviations, merged by Chan et al.'s pairwise formula) and a
-    probe of rows drawn with ``draw``. With ``sample_rate`` < 1 each chunk also keeps the uniform
-    sample of rows the k-means|| rounds will see (:func:`start_sample`), so that they read no rows."""
+    probe of rows drawn with ``draw``. With ``sample_rate`` > 0 each chunk also sends the uniform
+    sample of its rows (:func:`uniform_sample`) on which the driver runs the k-means|| rounds
+    (``sample``: a list of parts, merged once on the driver by :func:`merge_rows`)."""
 
     n_chunks: int
     draw: DrawOp
-    sample_rate: float = 1.0
+    sample_rate: float = 0.0
 
     def new_acc(self):
         D = self.draw.n_features
         return {"W": np.zeros(self.n_chunks), "max_abs": np.zeros(1), "probe": self.draw.new_acc(),
-                "moments": (0.0, np.zeros(D), np.zeros(D))}
+                "moments": (0.0, np.zeros(D), np.zeros(D)), "sample": []}
 
     def run(self, chunk: Chunk, acc) -> None:
         acc["W"][chunk.index] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
         acc["max_abs"][0] = max(acc["max_abs"][0], max_abs(chunk.X))
         acc["moments"] = merge_moments(acc["moments"], chunk_moments(chunk))
         self.draw.run(chunk, acc["probe"])
-        start_sample(chunk, self.sample_rate, self.draw.seed)
+        if self.sample_rate > 0:
+            acc["sample"].append(uniform_sample(chunk, self.sample_rate, self.draw.seed))
 
     def merge(self, a, b):
         a["W"] += b["W"]
         a["max_abs"] = np.maximum(a["max_abs"], b["max_abs"])
         a["moments"] = merge_moments(a["moments"], b["moments"])
         a["probe"] = self.draw.merge(a["probe"], b["probe"])
+        a["sample"] = a["sample"] + b["sample"]
         return a
-
-
-def spatial_grid(points: np.ndarray, max_dims: int = 3) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(dims, lo, inv_step) of :func:`~daskclust.kernels.seeding.morton_keys`: the (at most ``max_dims``)
-    coordinates of widest spread among ``points`` and cells dividing their range, widened by a tenth
-    each side, into 2^MORTON_BITS."""
-    spread = points.max(0) - points.min(0)
-    dims = np.sort(np.argsort(-spread, kind="stable")[:max_dims]).astype(np.int64)
-    margin = 0.1 * np.maximum(spread[dims], 1e-300)
-    lo = points.min(0)[dims] - margin
-    return dims, lo, float(1 << MORTON_BITS) / (spread[dims] + 2 * margin)
-
-
-@dataclass
-class SpatialKeyOp:
-    """Each row's Morton key (``morton_keys`` on the grid of :func:`spatial_grid`) as the state
-    ``spatial_key``, by which the engine then sorts the rows (``Engine.reorder``): the k-means||
-    rounds' searches of consecutive rows then descend the same branches of the candidates' ball
-    tree (on the BIRCH grid at C = 16384 a round's search took 0.205 s of CPU instead of 0.32 s)."""
-
-    dims: np.ndarray
-    lo: np.ndarray
-    inv_step: np.ndarray
-
-    def new_acc(self):
-        return {"rows": np.zeros(1)}
-
-    def run(self, chunk: Chunk, acc) -> None:
-        keys = np.empty(chunk.n_rows, dtype=np.uint64)
-        morton_keys(chunk.X, self.dims, self.lo, self.inv_step, keys)
-        chunk.state[STATE_SPATIAL_KEY] = keys
-        acc["rows"][0] += chunk.n_rows
-
-    merge = staticmethod(add_arrays)
 
 
 @dataclass
@@ -332,140 +262,26 @@ def merge_moments(a: tuple, b: tuple) -> tuple[float, np.ndarray, np.ndarray]:
     return W, ma + delta * (wb / W), sa + sb + delta**2 * (wa * wb / W)
 
 
-DRAW_MARGIN = 1.0 + 1e-9
-"""Rows kept while merging k-means|| draws pass the test with a scale this much larger
-than the final one can be: partial sums of phi may round either way of a subset's."""
-
-
-def oversampled_rows(chunk: Chunk, seed: int, step: int, scale: float) -> dict[str, np.ndarray]:
-    """Rows of the k-means|| view that ``BernoulliOp(seed, step, scale)`` would keep, with
-    what decides them again for a smaller scale: the draw ``u``, the weight ``wt``
-    and ``mind2`` of the test u < scale * wt * mind2."""
-    key = stream_key(seed, STREAM_BERNOULLI, step, chunk.index)
-    _, w = sample_view(chunk)
-    mind2 = chunk.state[STATE_MIND2]
-    ids = view_ids(chunk)
-    local = bernoulli_sample(key, w, mind2, scale, ids)
-    rows = view_rows(chunk, local)
-    rows["u"] = uniforms_at(key, ids[local])
-    rows["wt"] = w[local] if w.shape[0] else np.ones(len(local))
-    rows["mind2"] = mind2[local]
-    return rows
-
-
-def empty_draws(n_features: int) -> dict[str, np.ndarray]:
-    """No rows of ``oversampled_rows`` yet."""
-    return {**empty_rows(n_features), "u": np.empty(0), "wt": np.empty(0), "mind2": np.empty(0)}
-
-
-def keep_drawn(rows: dict[str, np.ndarray], scale: float) -> dict[str, np.ndarray]:
-    """The rows of ``oversampled_rows`` that pass u < scale * wt * mind2."""
-    keep = rows["u"] < scale * rows["wt"] * rows["mind2"]
-    return {name: value[keep] for name, value in rows.items()}
-
-
-def drawn_rows(parts: list[dict[str, np.ndarray]], scale: float) -> dict[str, np.ndarray]:
-    """The rows of the parts of a ``NearestUpdateOp`` draw that pass with the final ``scale``, sorted
-    by global row id (independent of the chunks' and workers' order)."""
-    return merge_rows(*(keep_drawn(part, scale) for part in parts))
-
-
 @dataclass
 class NearestUpdateOp:
-    """Lower ``mind2`` / ``label`` with the candidates of ``index`` (a :class:`NearestIndex`).
-
-    ``reset=True`` starts from +inf (first candidates). With ``rate`` < 1 this and
-    the following k-means|| passes see only the uniform sample of the rows that
-    the first pass kept (``FirstPassOp(sample_rate=rate)``, weights scaled by
-    1 / rate) and read no rows; with ``rate=1`` every row (a sample left by an
-    earlier seeding is dropped on reset). Returns
-    phi = sum w mind2, the weight of the rows nearest to each of the
-    ``n_total`` candidates so far (``mass``, for the k-means|| reduction;
-    ``n_total=0`` skips it) and the number of distances evaluated.
-
-    With ``oversample`` = l > 0 the pass also draws the next k-means|| round,
-    ``step``, in ``draw``: the rows ``BernoulliOp(seed, step, l / phi)`` would
-    keep, phi being the sum this very pass computes. Each accumulator keeps
-    the rows that pass the test with l over its own partial phi (at least the
-    final rows, about l in number), as a list of its chunks' parts filtered
-    again as phi grows and sorted only once, by :func:`drawn_rows` with the final
-    phi on the driver. One pass per round instead of two, with the same draws.
-    """
+    """Lower the state ``mind2`` (squared distance to the nearest candidate so far; +inf on ``reset``)
+    with the candidates of ``index`` (a :class:`NearestIndex`), for draws in proportion to w d^2
+    (``DrawOp(by_distance=True)``). Returns phi = sum w mind2 and the distances evaluated."""
 
     index: NearestIndex
-    n_total: int
     reset: bool = False
-    rate: float = 1.0
-    seed: int = 0
-    oversample: float = 0.0
-    step: int = 0
-    n_features: int = 0
-
-    @property
-    def reads_rows(self) -> bool:
-        return self.rate >= 1.0
 
     def new_acc(self):
-        acc = {"phi": np.zeros(1), "mass": np.zeros(self.n_total), "n_dist": np.zeros(1)}
-        if self.oversample:
-            acc["draw"] = [empty_draws(self.n_features)]
-        return acc
+        return {"phi": np.zeros(1), "n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
         if self.reset or STATE_MIND2 not in chunk.state:
-            if self.rate >= 1.0:
-                start_sample(chunk, 1.0, self.seed)
-            elif STATE_SAMPLE_ROWS not in chunk.state:
-                raise RuntimeError("a sampled k-means|| pass needs the sample the first pass keeps")
-            n = len(sample_view(chunk)[0])
-            chunk.state[STATE_MIND2] = np.full(n, np.inf)
-            chunk.state[STATE_LABEL] = np.zeros(n, dtype=np.int32)
-        X, w = sample_view(chunk)
-        mind2, label = chunk.state[STATE_MIND2], chunk.state[STATE_LABEL]
-        acc["n_dist"][0] += self.index.search(X, mind2, label)
-        acc["phi"][0] += weighted_sum(w, mind2)
-        if self.n_total:
-            acc["mass"] += np.bincount(label, weights=w if w.shape[0] else None, minlength=self.n_total)
-        if self.oversample and acc["phi"][0] > 0:
-            scale = self._partial_scale(acc["phi"][0])
-            acc["draw"] = [keep_drawn(part, scale) for part in acc["draw"]]
-            acc["draw"].append(oversampled_rows(chunk, self.seed, self.step, scale))
+            chunk.state[STATE_MIND2] = np.full(chunk.n_rows, np.inf)
+        mind2 = chunk.state[STATE_MIND2]
+        acc["n_dist"][0] += self.index.search(chunk.X, mind2, np.zeros(chunk.n_rows, dtype=np.int32))
+        acc["phi"][0] += weighted_sum(chunk.w, mind2)
 
-    def merge(self, a, b):
-        draws = a.pop("draw") + b.pop("draw") if self.oversample else None
-        a = add_arrays(a, b)
-        if draws is not None:
-            a["draw"] = [keep_drawn(part, self._partial_scale(a["phi"][0])) for part in draws] \
-                if a["phi"][0] > 0 else draws
-        return a
-
-    def _partial_scale(self, phi: float) -> float:
-        """l / phi for a partial sum phi, with the margin that keeps every finally drawn row."""
-        return DRAW_MARGIN * self.oversample / phi
-
-
-
-@dataclass
-class BernoulliOp:
-    """k-means|| oversampling: keep each row with probability min(1, scale * w * mind2)."""
-
-    seed: int
-    step: int
-    scale: float
-    n_features: int
-    rate: float = 1.0
-
-    @property
-    def reads_rows(self) -> bool:
-        return self.rate >= 1.0
-
-    def new_acc(self):
-        return empty_draws(self.n_features)
-
-    def run(self, chunk: Chunk, acc) -> None:
-        acc.update(merge_rows(dict(acc), oversampled_rows(chunk, self.seed, self.step, self.scale)))
-
-    merge = staticmethod(merge_rows)
+    merge = staticmethod(add_arrays)
 
 
 def nearest_rows(index: NearestIndex, chunk: Chunk) -> tuple[np.ndarray, np.ndarray, int]:
@@ -524,34 +340,8 @@ def exact_inertia(engine, centres: np.ndarray) -> tuple[float, int]:
     return float(acc["qe"][0]), int(acc["n_dist"][0])
 
 
-@dataclass
-class MapLabelsOp:
-    """seed_label = centre_of[label]: each row's nearest candidate's nearest centre (k-means||).
-
-    Returns sum w ||y - mu_seed_label||^2 (one distance per row).
-    """
-
-    centre_of: np.ndarray
-    centres: np.ndarray
-
-    def new_acc(self):
-        return {"qe": np.zeros(1), "W": np.zeros(1), "n_dist": np.zeros(1)}
-
-    def run(self, chunk: Chunk, acc) -> None:
-        labels = self.centre_of[chunk.state[STATE_LABEL]].astype(np.int32)
-        diff = chunk.X - self.centres[labels]
-        d2 = np.einsum("nd,nd->n", diff, diff)
-        chunk.state[STATE_SEED_LABEL] = labels
-        _drop_seeding_state(chunk)
-        acc["qe"][0] += weighted_sum(chunk.w, d2)
-        acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))
-        acc["n_dist"][0] += chunk.n_rows
-
-    merge = staticmethod(add_arrays)
-
-
 def _drop_seeding_state(chunk: Chunk) -> None:
-    for name in (STATE_MIND2, STATE_LABEL, STATE_AFKMC2_D2, STATE_SPATIAL_KEY, *SAMPLE_STATE):
+    for name in (STATE_MIND2, STATE_AFKMC2_D2):
         chunk.state.pop(name, None)
 
 

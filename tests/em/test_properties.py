@@ -77,52 +77,35 @@ def test_zero_weight_rows_are_never_seeds(client, init):
     assert (np.abs(model.cluster_centers_) < 1e3).all()
 
 
-@pytest.mark.parametrize("dense, rate", [(False, 1.0), (True, 0.5)])
-def test_kmeans_parallel_draws_inside_the_update_pass_equal_a_separate_pass(client, dense, rate):
-    """The rows a NearestUpdateOp draws for the next k-means|| round (pruned while the
-    tree merges) are exactly those of a separate BernoulliOp pass over the same state."""
-    from daskclust.data import as_chunked_data
-    from daskclust.engine.engine import Engine
-    from daskclust.seeding.passes import BernoulliOp, DrawOp, FirstPassOp, NearestIndex, NearestUpdateOp, drawn_rows
+@pytest.mark.parametrize("dense", [False, True])
+def test_kmeans_parallel_rounds_draw_what_an_exact_reference_draws(dense, monkeypatch):
+    """The driver's k-means|| rounds (ball trees or matrix products, threads over blocks of rows, rows
+    sorted in space) keep exactly the rows an independent reference keeps: row i of round r when
+    uniform(key_r, row id) < l w_i d_i^2 / phi with d_i the exact distance to every earlier candidate;
+    and each candidate's mass is the weight of the rows nearest to it."""
+    from daskclust.kernels.rng import stream_key, uniform
+    from daskclust.names import STREAM_BERNOULLI
+    from daskclust.seeding import rounds
 
-    X, _ = blobs(6000, 5, 30, seed=31)
-    w = np.random.default_rng(3).uniform(0.2, 2.0, len(X))
-    data = as_chunked_data(X, sample_weight=w, chunk_rows=500)
-    ell = 60.0
-    with Engine(data, client) as engine:
-        engine.map_reduce(FirstPassOp(data.n_chunks, DrawOp(4, 0, 1, 5), rate))  # keeps the rounds' sample
-        first = NearestIndex(X[:3], dense=dense)
-        out = engine.map_reduce(NearestUpdateOp(first, 3, reset=True, rate=rate, seed=4, oversample=ell, step=1,
-                                                n_features=5))
-        phi = out["phi"][0]
-        fused = drawn_rows(out["draw"], ell / phi)
-        separate = engine.map_reduce(BernoulliOp(4, 1, ell / phi, 5, rate))
-    assert 20 < len(separate["row"]) < 150
-    np.testing.assert_array_equal(fused["row"], separate["row"])
-    np.testing.assert_array_equal(fused["X"], separate["X"])
+    X, _ = blobs(8000, 5, 20, seed=31)
+    rng = np.random.default_rng(3)
+    keep = np.sort(rng.choice(len(X), 5000, replace=False))  # a sample: row ids with gaps
+    sample = {"row": keep + 1000, "X": X[keep], "w": rng.uniform(0.2, 2.0, len(keep))}
+    ell, n_rounds, seed = 40.0, 4, 5
+    monkeypatch.setattr(rounds, "ROWS_PER_TASK", 512)  # several blocks of rows on the threads
+    got = rounds.oversample(sample, X[7], 20, seed=seed, oversampling_factor=2.0, init_rounds=n_rounds, dense=dense)
 
-
-def test_kmeans_parallel_reads_data_beyond_its_budget_twice(client, tmp_path, monkeypatch):
-    """Beyond the rounds' budget the first pass keeps a uniform sample for the k-means|| rounds, so a
-    streamed store is read twice in all (that pass and the assignment), whatever the intrinsic
-    dimension; within it the rounds read every row. Both seedings cover the BIRCH grid alike."""
-    from daskclust.data import as_chunked_data
-    from daskclust.engine.engine import Engine
-    from daskclust.seeding import methods, seed
-
-    X, true = birch(36, points=100, seed=13)
-    zarr.create_array(tmp_path / "x.zarr", data=X, chunks=(400, 2))
-    data = as_chunked_data(str(tmp_path / "x.zarr"), chunk_rows=400)
-    reads = {}
-    for budget in (methods.DENSE_BUDGET, 1):
-        monkeypatch.setattr(methods, "DENSE_BUDGET", budget)
-        with Engine(data, client, persist=False) as engine:
-            result = seed(engine, "k-means||", 36, seed=3)
-            reads["sample" if budget == 1 else "every row"] = engine.bytes_read() / X.nbytes
-        nearest_seed = np.sqrt(((true[:, None, :] - result.centres[None]) ** 2).sum(-1)).min(1)
-        assert (nearest_seed < 2.0).sum() >= 34 and result.sigma2 < 1.5  # the grid's clusters have unit variance
-    assert methods.round_sample_rate("k-means||", 36, 2, len(X), 2.0, 5) == 32 * 36 / len(X)
-    assert reads == {"every row": 8, "sample": 2}  # first pass, 1 + 5 rounds, the seeds' labels
+    cands = X[7][None, :]
+    for r in range(1, n_rounds + 1):
+        d2 = ((sample["X"][:, None, :] - cands[None]) ** 2).sum(-1).min(1)
+        scale = ell / float(sample["w"] @ d2)
+        key = stream_key(seed, STREAM_BERNOULLI, r)
+        u = np.array([uniform(key, int(row)) for row in sample["row"]])
+        cands = np.concatenate([cands, sample["X"][u < scale * sample["w"] * d2]])
+    assert 100 < len(cands) < 250
+    np.testing.assert_allclose(got.points, cands, rtol=0, atol=1e-12)
+    nearest = ((sample["X"][:, None, :] - cands[None]) ** 2).sum(-1).argmin(1)
+    np.testing.assert_allclose(got.mass, np.bincount(nearest, weights=sample["w"], minlength=len(cands)), rtol=1e-9)
 
 
 @pytest.mark.parametrize("chunk_rows, k", [(250, 100), (250, 700), (97, 1500), (2000, 2500)])

@@ -206,9 +206,11 @@ def test_kmeans_inertia_is_the_exact_cost_of_the_final_centres(client):
 def test_kmeans_inertia_pass_is_counted_in_the_last_history_row(client, max_iter):
     """Lloyd (full search, tol=0): stopped by max_iter=2 the final centres' inertia takes one more pass,
     whose distances the last row adds to the E-step's N C; at the fixed point (max_iter=300) that E-step
-    already evaluated it and the row holds N C alone. Either way inertia_ is the exact cost."""
+    already evaluated it and the row holds N C alone. Either way inertia_ is the exact cost. Random seeds:
+    Lloyd from them is still moving after two iterations."""
     X, _ = blobs(1500, 3, 12, seed=4)
-    model = daskclust.KMeans(12, search="full", tol=0, max_iter=max_iter, random_state=1).fit(X, client=client)
+    model = daskclust.KMeans(12, init="random", search="full", tol=0, max_iter=max_iter, random_state=1).fit(
+        X, client=client)
     d2 = ((X[:, None, :] - model.cluster_centers_[None]) ** 2).sum(-1).min(1)
     assert model.inertia_ == pytest.approx(d2.sum(), rel=1e-9)
     last = model.history_[-1]

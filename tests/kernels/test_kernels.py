@@ -171,22 +171,6 @@ def exact_gains(n_points):
     return np.empty((n_points, 0), dtype=np.int32), np.empty((n_points, 0))
 
 
-def test_morton_keys_interleave_the_cells_bits():
-    from daskclust.kernels.seeding import MORTON_BITS, morton_keys
-
-    rng = np.random.default_rng(9)
-    X = rng.uniform(-5, 5, (300, 4))
-    X[0, 1], X[1, 3] = -50.0, 50.0  # outside the grid: clipped to its first and last cell
-    dims, lo, inv_step = np.array([1, 3]), np.array([-5.0, -5.0]), np.array([1e5, 1e5])
-    keys = np.empty(len(X), dtype=np.uint64)
-    morton_keys(X, dims, lo, inv_step, keys)
-    top = (1 << MORTON_BITS) - 1
-    for x, key in zip(X, keys):
-        cells = [min(top, max(0, int(np.floor((x[d] - lo[j]) * inv_step[j])))) for j, d in enumerate(dims)]
-        expected = sum(((c >> b) & 1) << (b * 2 + j) for j, c in enumerate(cells) for b in range(MORTON_BITS))
-        assert int(key) == expected
-
-
 def test_greedy_kmeanspp_finds_separated_groups():
     rng = np.random.default_rng(4)
     centres = np.arange(8)[:, None] * np.array([[100.0, 0.0]])

@@ -1,0 +1,78 @@
+"""The k-means|| rounds (Bahmani et al. 2012) on the driver, over the rows the seeding's first pass gathered.
+
+The first pass sends a uniform sample of the rows (every row while the rounds' budget allows, see
+:func:`~daskclust.seeding.methods.round_sample_rate`), each weighted w / rate. On it, round r keeps
+each row with probability min(1, l w d^2 / phi), l = oversampling_factor * C, phi = sum w d^2 over the
+sample, and lowers d^2 with the new candidates exactly. A row's draw is keyed by its place in the source,
+so the candidates depend on neither the chunks' order nor the number of workers. The searches run in
+blocks of rows on a thread pool (the kernels release the GIL; the matrix products on one BLAS thread
+each): the workers wait during the seeding, and each round as a pass over the chunks cost a Dask pass.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..blas import one_blas_thread
+from ..kernels.rng import stream_key
+from ..kernels.seeding import bernoulli_sample, weighted_sum
+from ..names import STREAM_BERNOULLI
+from .passes import NearestIndex
+
+ROWS_PER_TASK = 8192
+"""Rows a thread searches at a time."""
+
+
+@dataclass
+class Candidates:
+    """The rounds' candidates (M, D) float64, in the order drawn; each one's mass, sum_n w_n over the
+    sample's rows nearest to it (an estimate of the data's when the sample is not every row); and
+    the distances evaluated (searches and index builds)."""
+
+    points: np.ndarray
+    mass: np.ndarray
+    n_dist: int
+
+
+def oversample(sample: dict[str, np.ndarray], first: np.ndarray, n_clusters: int, *, seed: int,
+               oversampling_factor: float, init_rounds: int, dense: bool) -> Candidates:
+    """``init_rounds`` k-means|| rounds from the candidate ``first`` over ``sample`` (global ``row`` ids,
+    values ``X``, weights ``w``): ball trees over each round's candidates, or matrix products where
+    the trees do not prune (``dense``)."""
+    X, w, rows = sample["X"], sample["w"], sample["row"]
+    mind2 = np.full(len(X), np.inf)
+    label = np.zeros(len(X), dtype=np.int32)
+    ell = oversampling_factor * n_clusters
+    parts = [np.asarray(first, dtype=np.float64)[None, :]]
+    n_total = 1
+    with one_blas_thread(), ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:  # threads, not BLAS's
+        n_dist = nearest_update(NearestIndex(parts[0]), X, mind2, label, pool)
+        for r in range(1, init_rounds + 1):
+            phi = weighted_sum(w, mind2)
+            if phi <= 0:
+                break
+            keep = bernoulli_sample(stream_key(seed, STREAM_BERNOULLI, r), w, mind2, ell / phi, rows)
+            if len(keep) == 0:
+                continue
+            new = np.ascontiguousarray(X[keep], dtype=np.float64)
+            index = NearestIndex(new, n_total, dense=dense)
+            n_dist += index.n_build + nearest_update(index, X, mind2, label, pool)
+            parts.append(new)
+            n_total += len(new)
+    mass = np.bincount(label, weights=w, minlength=n_total)
+    return Candidates(np.concatenate(parts), mass, int(n_dist))
+
+
+def nearest_update(index: NearestIndex, X: np.ndarray, mind2: np.ndarray, label: np.ndarray, pool) -> int:
+    """Lower ``mind2`` / ``label`` (IN/OUT) of every row of X with the points of ``index``, in blocks of
+    ROWS_PER_TASK rows on ``pool``'s threads; returns the distances evaluated."""
+
+    def search(start: int) -> int:
+        stop = start + ROWS_PER_TASK
+        return index.search(X[start:stop], mind2[start:stop], label[start:stop])
+
+    return int(sum(pool.map(search, range(0, len(X), ROWS_PER_TASK))))
