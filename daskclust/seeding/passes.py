@@ -266,20 +266,19 @@ def merge_moments(a: tuple, b: tuple) -> tuple[float, np.ndarray, np.ndarray]:
 class NearestUpdateOp:
     """Lower the state ``mind2`` (squared distance to the nearest candidate so far; +inf on ``reset``)
     with the candidates of ``index`` (a :class:`NearestIndex`), for draws in proportion to w d^2
-    (``DrawOp(by_distance=True)``). Returns phi = sum w mind2 and the distances evaluated."""
+    (``DrawOp(by_distance=True)``). Returns the distances evaluated."""
 
     index: NearestIndex
     reset: bool = False
 
     def new_acc(self):
-        return {"phi": np.zeros(1), "n_dist": np.zeros(1)}
+        return {"n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
         if self.reset or STATE_MIND2 not in chunk.state:
             chunk.state[STATE_MIND2] = np.full(chunk.n_rows, np.inf)
         mind2 = chunk.state[STATE_MIND2]
         acc["n_dist"][0] += self.index.search(chunk.X, mind2, np.zeros(chunk.n_rows, dtype=np.int32))
-        acc["phi"][0] += weighted_sum(chunk.w, mind2)
 
     merge = staticmethod(add_arrays)
 

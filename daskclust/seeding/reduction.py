@@ -82,11 +82,10 @@ def n_restarts(n_clusters: int) -> int:
 
 @dataclass
 class Reduction:
-    """C centres from weighted candidates: the centres, each candidate's nearest centre,
-    the weighted cost sum w d^2 of the candidates and the distances evaluated."""
+    """C centres from weighted candidates: the centres, the weighted cost sum w d^2 of the
+    candidates (each to its nearest centre) and the distances evaluated."""
 
     centres: np.ndarray
-    centre_of: np.ndarray
     cost: float
     n_dist: int
 
@@ -97,8 +96,6 @@ def reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed
     """k-means on the weighted candidates (see the module); None when fewer than C have mass.
     ``neighbours``: candidates over which a greedy step counts a trial's saving (0: all of them,
     scikit-learn's greedy k-means++).
-
-    ``centre_of`` covers every candidate given (those of zero mass included).
     """
     keep = mass > 0
     P = np.ascontiguousarray(cands[keep], dtype=np.float64)
@@ -108,33 +105,22 @@ def reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed
     # thousands of small products (a few dozen trials against all candidates per greedy step): one
     # thread takes 0.5 ms for 42 x 74 x 2000, two took 15 ms when other processes kept both cores busy
     with one_blas_thread():
-        return _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours)
+        return _reduce(P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours)
 
 
-def _reduce(cands, keep, P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours) -> Reduction:
+def _reduce(P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours) -> Reduction:
     best = None
     n_dist = 0
     for run in range(restarts or n_restarts(n_clusters)):
         key = stream_key(seed, STREAM_REDUCTION, run)
         chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense, neighbours=neighbours)
-        centres, labels, d2, m = weighted_lloyd(P, w, P[chosen], dense, lloyd_iterations)
+        centres, _, d2, m = weighted_lloyd(P, w, P[chosen], dense, lloyd_iterations)
         n_dist += n + m
         cost = float(w @ d2)
         if best is None or cost < best[0]:
-            best = (cost, centres, labels)
-    cost, centres, labels = best
-    if keep.all():
-        centre_of = labels
-    else:  # candidates without mass: their nearest centre too
-        centre_of = np.zeros(len(cands), dtype=np.int32)
-        centre_of[np.flatnonzero(keep)] = labels
-        rest = np.flatnonzero(~keep)
-        nearest = np.zeros(len(rest), dtype=np.int32)
-        index = NearestIndex(centres, dense=dense)
-        n_dist += index.n_build + index.search(np.ascontiguousarray(cands[rest], dtype=np.float64),
-                                               np.full(len(rest), np.inf), nearest)
-        centre_of[rest] = nearest
-    return Reduction(centres, centre_of, cost, int(n_dist))
+            best = (cost, centres)
+    cost, centres = best
+    return Reduction(centres, cost, int(n_dist))
 
 
 EXACT_TAIL = 0.0625
