@@ -86,6 +86,22 @@ class NearestIndex:
         return tree_nearest(X, *self.tree, self.points, self.ids, mind2, label)
 
 
+ROWS_PER_TASK = 8192
+"""Rows a thread searches at a time in :func:`search_in_blocks`."""
+
+
+def search_in_blocks(index: NearestIndex, X: np.ndarray, mind2: np.ndarray, label: np.ndarray, pool) -> int:
+    """:meth:`NearestIndex.search` of the rows of X in blocks of ROWS_PER_TASK on ``pool``'s threads (the
+    kernels release the GIL; each row's search is its own, so the result is the serial one). IN/OUT:
+    mind2, label. Returns the distances evaluated."""
+
+    def search(start: int) -> int:
+        stop = start + ROWS_PER_TASK
+        return index.search(X[start:stop], mind2[start:stop], label[start:stop])
+
+    return int(sum(pool.map(search, range(0, len(X), ROWS_PER_TASK))))
+
+
 def chunk_weights(chunk: Chunk) -> np.ndarray:
     """The chunk's weights, ones when unweighted."""
     return chunk.w if chunk.w.shape[0] else np.ones(chunk.n_rows)

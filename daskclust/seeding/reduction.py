@@ -35,6 +35,8 @@ twelve EM iterations at C = 16384.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +47,7 @@ from ..kernels.dense import dense_gains, dense_neighbours, dense_take_min
 from ..kernels.rng import stream_key
 from ..kernels.seeding import draw_trials, local_gains, weighted_means
 from ..names import STREAM_REDUCTION
-from .passes import NearestIndex
+from .passes import ROWS_PER_TASK, NearestIndex, search_in_blocks
 
 LLOYD_ITERATIONS = 3
 """Most weighted Lloyd iterations per restart (they stop earlier once no candidate changes centre)."""
@@ -103,18 +105,20 @@ def reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed
     if len(P) < n_clusters:
         return None
     # thousands of small products (a few dozen trials against all candidates per greedy step): one
-    # thread takes 0.5 ms for 42 x 74 x 2000, two took 15 ms when other processes kept both cores busy
-    with one_blas_thread():
-        return _reduce(P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours)
+    # thread takes 0.5 ms for 42 x 74 x 2000, two took 15 ms when other processes kept both cores busy;
+    # the searches over all candidates (neighbour table, Lloyd) run in blocks on the driver's threads
+    with one_blas_thread(), ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+        return _reduce(P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours, pool)
 
 
-def _reduce(P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours) -> Reduction:
+def _reduce(P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours, pool) -> Reduction:
     best = None
     n_dist = 0
     for run in range(restarts or n_restarts(n_clusters)):
         key = stream_key(seed, STREAM_REDUCTION, run)
-        chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense, neighbours=neighbours)
-        centres, _, d2, m = weighted_lloyd(P, w, P[chosen], dense, lloyd_iterations)
+        chosen, n = greedy_kmeanspp(P, w, n_clusters, n_trials(n_clusters), key, dense, neighbours=neighbours,
+                                    pool=pool)
+        centres, _, d2, m = weighted_lloyd(P, w, P[chosen], dense, lloyd_iterations, pool=pool)
         n_dist += n + m
         cost = float(w @ d2)
         if best is None or cost < best[0]:
@@ -129,7 +133,8 @@ gain among all of them (see :func:`greedy_kmeanspp`)."""
 
 
 def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, key, dense: bool,
-                    exact_tail: float = EXACT_TAIL, batch: int = 32, neighbours: int = 0) -> tuple[np.ndarray, int]:
+                    exact_tail: float = EXACT_TAIL, batch: int = 32, neighbours: int = 0,
+                    pool=None) -> tuple[np.ndarray, int]:
     """Weighted greedy k-means++ on the points P (M, D) with weights w; returns (chosen rows, distances).
 
     Each step draws ``trials`` points in proportion to w d^2 and keeps the one
@@ -144,7 +149,8 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
     all: of largest local saving with ``neighbours``; otherwise of largest saving,
     evaluated lazily: savings only shrink as centres are added, so stale ones
     are upper bounds and only the ``batch`` largest are recomputed until the best
-    recomputed one beats every stale bound.
+    recomputed one beats every stale bound. ``pool``: threads that find the tree's
+    neighbour table in blocks of points (None: this thread).
     """
     M = len(P)
     K = min(neighbours, M)
@@ -152,7 +158,7 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
         order, *tree, n_build = build_ball_tree(P)
         pts = np.ascontiguousarray(P[order])
         nbr, nd2 = np.empty((M, K), dtype=np.int32), np.empty((M, K))
-        n_nbr = tree_neighbours(*tree, pts, np.arange(M), K, 0, M, nbr, nd2) if K else 0
+        n_nbr = _tree_neighbour_table(tree, pts, K, nbr, nd2, pool) if K else 0
         chosen, n = greedy_kmeanspp_tree(*tree, pts, w[order], n_clusters, trials, key, nbr, nd2 * nd2)
         return order[chosen], int(n) + int(n_build) + int(n_nbr)
     if K:
@@ -225,6 +231,19 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
     return chosen, n_dist
 
 
+def _tree_neighbour_table(tree, pts, K, nbr, nd2, pool) -> int:
+    """Each tree position's K nearest points (:func:`tree_neighbours`, rows written by position), in
+    blocks of ROWS_PER_TASK positions on ``pool``'s threads; returns the distances evaluated."""
+    M = len(pts)
+    ids = np.arange(M)
+
+    def block(start: int) -> int:
+        return tree_neighbours(*tree, pts, ids, K, start, min(start + ROWS_PER_TASK, M), nbr, nd2)
+
+    starts = range(0, M, ROWS_PER_TASK)
+    return int(sum(pool.map(block, starts) if pool is not None else map(block, starts)))
+
+
 def _local_tail(P, w, chosen, n_sampled, nbr, nd2, d2, take, n_dist):
     """The last greedy steps with matrix products and neighbourhoods: each takes the point of largest
     local saving among all points not yet chosen (M K lookups a step)."""
@@ -244,12 +263,13 @@ def _local_tail(P, w, chosen, n_sampled, nbr, nd2, d2, take, n_dist):
 
 
 def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: bool,
-                   max_iter: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+                   max_iter: int, pool=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Lloyd's iterations on weighted points from ``centres``; returns (centres, labels, d2, distances),
     labels and d2 those of the returned centres (each point's nearest centre).
 
     After the first search each point's search starts from its distance to its last centre's new
-    position: the ball tree then skips every node farther than that.
+    position: the ball tree then skips every node farther than that. ``pool``: threads that search
+    blocks of points (None: this thread).
     """
     centres = np.array(centres, dtype=np.float64)
     labels = np.full(len(P), -1, dtype=np.int32)
@@ -263,7 +283,8 @@ def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: boo
             new = labels.copy()
             n_dist += len(P)
         index = NearestIndex(centres, dense=dense)
-        n_dist += index.n_build + index.search(P, d2, new)
+        found = search_in_blocks(index, P, d2, new, pool) if pool is not None else index.search(P, d2, new)
+        n_dist += index.n_build + found
         if np.array_equal(new, labels) or it == max_iter:
             return centres, new, d2, n_dist
         labels = new

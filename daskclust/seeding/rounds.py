@@ -21,10 +21,7 @@ from ..blas import one_blas_thread
 from ..kernels.rng import stream_key
 from ..kernels.seeding import bernoulli_sample, weighted_sum
 from ..names import STREAM_BERNOULLI
-from .passes import NearestIndex
-
-ROWS_PER_TASK = 8192
-"""Rows a thread searches at a time."""
+from .passes import NearestIndex, search_in_blocks
 
 
 @dataclass
@@ -50,7 +47,7 @@ def oversample(sample: dict[str, np.ndarray], first: np.ndarray, n_clusters: int
     parts = [np.asarray(first, dtype=np.float64)[None, :]]
     n_total = 1
     with one_blas_thread(), ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:  # threads, not BLAS's
-        n_dist = nearest_update(NearestIndex(parts[0]), X, mind2, label, pool)
+        n_dist = search_in_blocks(NearestIndex(parts[0]), X, mind2, label, pool)
         for r in range(1, init_rounds + 1):
             phi = weighted_sum(w, mind2)
             if phi <= 0:
@@ -60,19 +57,9 @@ def oversample(sample: dict[str, np.ndarray], first: np.ndarray, n_clusters: int
                 continue
             new = np.ascontiguousarray(X[keep], dtype=np.float64)
             index = NearestIndex(new, n_total, dense=dense)
-            n_dist += index.n_build + nearest_update(index, X, mind2, label, pool)
+            n_dist += index.n_build + search_in_blocks(index, X, mind2, label, pool)
             parts.append(new)
             n_total += len(new)
     mass = np.bincount(label, weights=w, minlength=n_total)
     return Candidates(np.concatenate(parts), mass, int(n_dist))
 
-
-def nearest_update(index: NearestIndex, X: np.ndarray, mind2: np.ndarray, label: np.ndarray, pool) -> int:
-    """Lower ``mind2`` / ``label`` (IN/OUT) of every row of X with the points of ``index``, in blocks of
-    ROWS_PER_TASK rows on ``pool``'s threads; returns the distances evaluated."""
-
-    def search(start: int) -> int:
-        stop = start + ROWS_PER_TASK
-        return index.search(X[start:stop], mind2[start:stop], label[start:stop])
-
-    return int(sum(pool.map(search, range(0, len(X), ROWS_PER_TASK))))

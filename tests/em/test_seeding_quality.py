@@ -10,7 +10,13 @@ from daskclust.kernels.balltree import build_ball_tree, greedy_kmeanspp_tree, tr
 from daskclust.kernels.rng import stream_key
 from daskclust.kernels.seeding import weighted_means
 from daskclust.seeding.passes import pruning_test
-from daskclust.seeding.reduction import greedy_kmeanspp, n_restarts, reduce_candidates, weighted_lloyd
+from daskclust.seeding.reduction import (
+    _tree_neighbour_table,
+    greedy_kmeanspp,
+    n_restarts,
+    reduce_candidates,
+    weighted_lloyd,
+)
 
 from reference import reference_greedy, reference_local_greedy
 
@@ -210,3 +216,38 @@ def test_pruning_test_counts_what_it_evaluates():
     assert n_build == (hi - lo).sum()
     assert fails and n_dist > n_build
     assert n_dist - n_build <= 250 * (2 * len(lo) + half)  # each query: at most every node and point
+
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_reduction_on_threads_is_the_serial_reduction(dense, monkeypatch):
+    """The searches split in blocks over threads give the serial result exactly: the tree's neighbour
+    table (the greedy's choices equal the reference's) and Lloyd's searches (the same centres,
+    labels, distances and counts as one thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from daskclust.seeding import passes, reduction
+
+    for module in (passes, reduction):
+        monkeypatch.setattr(module, "ROWS_PER_TASK", 64)  # several blocks per search
+    P, w = weighted_points(11, n=600, dim=8 if dense else 2, groups=30)
+    key = stream_key(2, 0)
+    with ThreadPoolExecutor(3) as pool:
+        chosen, _ = greedy_kmeanspp(P, w, 30, 12, key, dense, exact_tail=0.0, neighbours=8, pool=pool)
+        threaded = weighted_lloyd(P, w, P[chosen], dense, 5, pool=pool)
+    if dense:
+        np.testing.assert_array_equal(chosen, reference_local_greedy(P, w, 30, 12, key, 8))
+    else:
+        order, *tree, _ = build_ball_tree(P)
+        np.testing.assert_array_equal(np.argsort(order)[chosen],
+                                      reference_local_greedy(P[order], w[order], 30, 12, key, 8))
+        pts = np.ascontiguousarray(P[order])
+        nbr, nd2 = np.empty((len(P), 8), dtype=np.int32), np.empty((len(P), 8))
+        with ThreadPoolExecutor(3) as pool:
+            _tree_neighbour_table(tree, pts, 8, nbr, nd2, pool)
+        D2 = sq_distances(pts, pts)
+        near = np.array([sorted(range(len(P)), key=lambda j, i=i: (j != i, D2[i, j], j))[:8] for i in range(len(P))])
+        np.testing.assert_array_equal(nbr, near)
+        np.testing.assert_allclose(nd2, np.sqrt(np.take_along_axis(D2, near, 1)), rtol=1e-12, atol=1e-12)
+    for got, want in zip(threaded, weighted_lloyd(P, w, P[chosen], dense, 5)):
+        np.testing.assert_array_equal(got, want)
