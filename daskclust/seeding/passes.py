@@ -8,10 +8,15 @@ truncated E-steps start.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..blas import one_blas_thread
 from ..engine.ops import Chunk, add_arrays
 from ..kernels.balltree import build_ball_tree, tree_nearest
 from ..kernels.dense import dense_nearest
@@ -87,19 +92,33 @@ class NearestIndex:
 
 
 ROWS_PER_TASK = 8192
-"""Rows a thread searches at a time in :func:`search_in_blocks`."""
+"""Rows a thread works on at a time in :func:`over_blocks`."""
 
 
-def search_in_blocks(index: NearestIndex, X: np.ndarray, mind2: np.ndarray, label: np.ndarray, pool) -> int:
-    """:meth:`NearestIndex.search` of the rows of X in blocks of ROWS_PER_TASK on ``pool``'s threads (the
-    kernels release the GIL; each row's search is its own, so the result is the serial one). IN/OUT:
-    mind2, label. Returns the distances evaluated."""
+@contextlib.contextmanager
+def driver_threads() -> Iterator[ThreadPoolExecutor]:
+    """A pool of one thread per core for the driver's searches over many rows (the kernels release the
+    GIL; the workers wait meanwhile), with BLAS on one thread so that its threads do not compete."""
+    with one_blas_thread(), ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+        yield pool
 
-    def search(start: int) -> int:
-        stop = start + ROWS_PER_TASK
-        return index.search(X[start:stop], mind2[start:stop], label[start:stop])
 
-    return int(sum(pool.map(search, range(0, len(X), ROWS_PER_TASK))))
+def over_blocks(work: Callable[[int, int], int], n: int, pool: ThreadPoolExecutor | None = None) -> int:
+    """The sum of ``work(start, stop)`` over blocks of ROWS_PER_TASK of the rows 0 .. n, on ``pool``'s
+    threads (None: this thread). ``work`` writes only its own rows, so the result is the serial one."""
+
+    def block(start: int) -> int:
+        return work(start, min(start + ROWS_PER_TASK, n))
+
+    starts = range(0, n, ROWS_PER_TASK)
+    return int(sum(pool.map(block, starts) if pool is not None else map(block, starts)))
+
+
+def search_in_blocks(index: NearestIndex, X: np.ndarray, mind2: np.ndarray, label: np.ndarray,
+                     pool: ThreadPoolExecutor | None = None) -> int:
+    """:meth:`NearestIndex.search` of the rows of X by :func:`over_blocks`. IN/OUT: mind2, label. Returns
+    the distances evaluated."""
+    return over_blocks(lambda a, b: index.search(X[a:b], mind2[a:b], label[a:b]), len(X), pool)
 
 
 def chunk_weights(chunk: Chunk) -> np.ndarray:

@@ -35,19 +35,16 @@ twelve EM iterations at C = 16384.
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..blas import one_blas_thread
 from ..kernels.balltree import build_ball_tree, greedy_kmeanspp_tree, tree_neighbours
 from ..kernels.dense import dense_gains, dense_neighbours, dense_take_min
 from ..kernels.rng import stream_key
 from ..kernels.seeding import draw_trials, local_gains, weighted_means
 from ..names import STREAM_REDUCTION
-from .passes import ROWS_PER_TASK, NearestIndex, search_in_blocks
+from .passes import NearestIndex, driver_threads, over_blocks, search_in_blocks
 
 LLOYD_ITERATIONS = 3
 """Most weighted Lloyd iterations per restart (they stop earlier once no candidate changes centre)."""
@@ -107,7 +104,7 @@ def reduce_candidates(cands: np.ndarray, mass: np.ndarray, n_clusters: int, seed
     # thousands of small products (a few dozen trials against all candidates per greedy step): one
     # thread takes 0.5 ms for 42 x 74 x 2000, two took 15 ms when other processes kept both cores busy;
     # the searches over all candidates (neighbour table, Lloyd) run in blocks on the driver's threads
-    with one_blas_thread(), ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+    with driver_threads() as pool:
         return _reduce(P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbours, pool)
 
 
@@ -232,16 +229,10 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
 
 
 def _tree_neighbour_table(tree, pts, K, nbr, nd2, pool) -> int:
-    """Each tree position's K nearest points (:func:`tree_neighbours`, rows written by position), in
-    blocks of ROWS_PER_TASK positions on ``pool``'s threads; returns the distances evaluated."""
-    M = len(pts)
-    ids = np.arange(M)
-
-    def block(start: int) -> int:
-        return tree_neighbours(*tree, pts, ids, K, start, min(start + ROWS_PER_TASK, M), nbr, nd2)
-
-    starts = range(0, M, ROWS_PER_TASK)
-    return int(sum(pool.map(block, starts) if pool is not None else map(block, starts)))
+    """Each tree position's K nearest points (:func:`tree_neighbours`, rows written by position), by
+    :func:`~daskclust.seeding.passes.over_blocks` on ``pool``; returns the distances evaluated."""
+    ids = np.arange(len(pts))
+    return over_blocks(lambda a, b: tree_neighbours(*tree, pts, ids, K, a, b, nbr, nd2), len(pts), pool)
 
 
 def _local_tail(P, w, chosen, n_sampled, nbr, nd2, d2, take, n_dist):
@@ -283,8 +274,7 @@ def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: boo
             new = labels.copy()
             n_dist += len(P)
         index = NearestIndex(centres, dense=dense)
-        found = search_in_blocks(index, P, d2, new, pool) if pool is not None else index.search(P, d2, new)
-        n_dist += index.n_build + found
+        n_dist += index.n_build + search_in_blocks(index, P, d2, new, pool)
         if np.array_equal(new, labels) or it == max_iter:
             return centres, new, d2, n_dist
         labels = new

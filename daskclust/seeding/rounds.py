@@ -11,17 +11,14 @@ each): the workers wait during the seeding, and each round as a pass over the ch
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..blas import one_blas_thread
 from ..kernels.rng import stream_key
 from ..kernels.seeding import bernoulli_sample, weighted_sum
 from ..names import STREAM_BERNOULLI
-from .passes import NearestIndex, search_in_blocks
+from .passes import NearestIndex, driver_threads, search_in_blocks
 
 
 @dataclass
@@ -46,7 +43,7 @@ def oversample(sample: dict[str, np.ndarray], first: np.ndarray, n_clusters: int
     ell = oversampling_factor * n_clusters
     parts = [np.asarray(first, dtype=np.float64)[None, :]]
     n_total = 1
-    with one_blas_thread(), ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:  # threads, not BLAS's
+    with driver_threads() as pool:
         n_dist = search_in_blocks(NearestIndex(parts[0]), X, mind2, label, pool)
         for r in range(1, init_rounds + 1):
             phi = weighted_sum(w, mind2)

@@ -222,14 +222,13 @@ def test_pruning_test_counts_what_it_evaluates():
 @pytest.mark.parametrize("dense", [False, True])
 def test_reduction_on_threads_is_the_serial_reduction(dense, monkeypatch):
     """The searches split in blocks over threads give the serial result exactly: the tree's neighbour
-    table (the greedy's choices equal the reference's) and Lloyd's searches (the same centres,
-    labels, distances and counts as one thread)."""
+    table (brute force's; the greedy's choices equal the reference's) and Lloyd's searches (the same
+    centres, labels, distances and counts as one thread, every row given its nearest centre)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from daskclust.seeding import passes, reduction
+    from daskclust.seeding import passes
 
-    for module in (passes, reduction):
-        monkeypatch.setattr(module, "ROWS_PER_TASK", 64)  # several blocks per search
+    monkeypatch.setattr(passes, "ROWS_PER_TASK", 64)  # several blocks per search
     P, w = weighted_points(11, n=600, dim=8 if dense else 2, groups=30)
     key = stream_key(2, 0)
     with ThreadPoolExecutor(3) as pool:
@@ -251,3 +250,6 @@ def test_reduction_on_threads_is_the_serial_reduction(dense, monkeypatch):
         np.testing.assert_allclose(nd2, np.sqrt(np.take_along_axis(D2, near, 1)), rtol=1e-12, atol=1e-12)
     for got, want in zip(threaded, weighted_lloyd(P, w, P[chosen], dense, 5)):
         np.testing.assert_array_equal(got, want)
+    centres, labels, d2, _ = threaded
+    np.testing.assert_array_equal(labels, sq_distances(P, centres).argmin(1))  # every row searched
+    np.testing.assert_allclose(d2, sq_distances(P, centres).min(1), rtol=1e-9, atol=1e-9)
