@@ -20,6 +20,10 @@ HISTORY_COLUMNS = ("free_energy", "quantization_error", "n_distances", "distance
 HEXBIN_ROWS = 5_000
 """Above this many sampled rows the data are drawn as a hexbin density instead of points."""
 
+LOG_SPAN = 10.0
+"""A positive series whose largest value exceeds its smallest this many times is drawn on a log axis
+(:func:`_value_axis`), any other on a linear one."""
+
 
 def check_history(history, owner: str) -> list[dict]:
     """The history rows of the model ``owner`` (its class name), refusing a model without them or
@@ -35,8 +39,8 @@ def check_history(history, owner: str) -> list[dict]:
 
 
 MARGINS = {"left": 1.0, "right": 0.3, "bottom": 0.6, "top": 0.6, "between_columns": 1.15, "between_rows": 0.8}
-"""The figures' margins in inches: room for the tick labels and the axis labels (the widest: a
-log axis' minor labels such as 7.99e4 in mathtext), the title above, and between panels for the
+"""The figures' margins in inches: room for the tick labels and the axis labels (the widest: six
+digits and a sign, or a decade such as 1e+07), the title above, and between panels for the
 labels of the panel beside or below. Fixed margins, not matplotlib's constrained layout, which
 measured every text twice: 1.1-1.2 s of the 2.7 s of CPU a report took (``daskclust demo``)."""
 
@@ -55,6 +59,21 @@ def new_figure(width: float, height: float, rows: int = 1, columns: int = 1) -> 
         "bottom": m["bottom"] / height, "top": 1 - m["top"] / height,
         "wspace": m["between_columns"] / panel_width, "hspace": m["between_rows"] / panel_height})
     return fig, axes
+
+
+def _value_axis(ax, values: np.ndarray, label: str) -> None:
+    """Label the y axis; log scale, decades labelled in plain text, when the finite ``values`` are
+    positive and span more than :data:`LOG_SPAN`, else linear. matplotlib's own log labels are
+    mathtext (10^k, and 7.99 x 10^4 on an axis spanning less than a decade), whose parser took
+    0.3-0.4 s to build in the first report of a process (``daskclust demo``)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    finite = values[np.isfinite(values)]
+    ax.set_ylabel(label)
+    if len(finite) and finite.min() > 0 and finite.max() > LOG_SPAN * finite.min():
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _column(history: list[dict], key: str) -> np.ndarray:
@@ -92,7 +111,8 @@ def convergence_figure(history: list[dict]) -> Figure:
         _plot_phases(axes[row, 0], x, free_energy, phases, "tab:blue")
         axes[row, 0].set(xlabel=xlabel, ylabel="free energy per point")
         _plot_phases(axes[row, 1], x, qe, phases, "tab:red")
-        axes[row, 1].set(xlabel=xlabel, ylabel="quantization error", yscale="log" if np.all(qe > 0) else "linear")
+        axes[row, 1].set_xlabel(xlabel)
+        _value_axis(axes[row, 1], qe, "quantization error")
     fig.suptitle("Convergence")
     return fig
 
@@ -112,7 +132,8 @@ def distances_figure(history: list[dict]) -> Figure:
     _plot_phases(left, steps, evaluated, phases, "tab:blue")
     left.plot(steps, exact, color="0.4", linestyle="--", label="exact EM: N C")
     left.legend()
-    left.set(xlabel="EM iteration", ylabel="distance evaluations", yscale="log")
+    left.set_xlabel("EM iteration")
+    _value_axis(left, np.concatenate([evaluated, exact]), "distance evaluations")
     _plot_phases(right, steps, saved, phases, "tab:green")
     low = float(np.nanmin(saved)) if np.isfinite(saved).any() else 0.0
     right.set(xlabel="EM iteration", ylabel="saved against exact EM (%)", ylim=(min(0.0, low), 100))

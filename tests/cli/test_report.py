@@ -257,3 +257,21 @@ def test_a_streamed_model_is_reported_with_its_distances_left_blank(tmp_path):
     np.testing.assert_array_equal(steps, [row["free_energy"] for row in model.history_])
     model.save(tmp_path / "m.zarr")
     assert main(["report", str(tmp_path / "m.zarr"), "--output", str(tmp_path / "r.html")]) == 0
+
+
+@pytest.mark.parametrize("qe, scale", [([8.0e4, 7.9e4, 7.85e4], "linear"), ([4.0e6, 2.0e5, 3.5e5], "log"),
+                                       ([5.0, 0.0, 0.0], "linear")])
+def test_a_log_axis_only_for_a_wide_positive_series_and_labelled_in_plain_text(qe, scale):
+    """The quantization error goes on a log axis when it is positive and spans more than LOG_SPAN, and
+    its labels are plain text: matplotlib's mathtext labels cost the first report 0.3-0.4 s."""
+    from daskclust.report.figures import LOG_SPAN, convergence_figure
+
+    history = [{"free_energy": -1.0 - i, "quantization_error": q, "n_distances": 10, "distance_speedup": 2.0,
+                "seconds": 0.1} for i, q in enumerate(qe)]
+    assert (max(qe) > LOG_SPAN * min(qe) > 0) == (scale == "log")
+    figure = convergence_figure(history)
+    axes = figure.axes[1]
+    assert axes.get_yscale() == scale
+    figure.canvas.draw()
+    labels = [label.get_text() for label in axes.get_yticklabels() if label.get_text()]
+    assert labels and not any("$" in label for label in labels)
