@@ -18,7 +18,7 @@ from daskclust.kernels.estep import (
     insert_sorted,
 )
 from daskclust.kernels.rng import stream_key, uniform
-from daskclust.kernels.search import RADIX_BITS, radix_sort
+from daskclust.kernels.search import RADIX_BITS, gather_pairs, pair_entries, radix_order
 from daskclust.kernels.seeding import afkmc2_chains, bernoulli_sample, exponential_keys
 from daskclust.kernels.validation import first_invalid_weight, first_nonfinite_row, max_abs
 from daskclust.models import MeanParams
@@ -81,13 +81,38 @@ def test_insert_sorted_keeps_k_smallest_in_order():
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 17, 1000, 20_000])
 @pytest.mark.parametrize("largest", [1, 2 ** RADIX_BITS - 1, 2 ** RADIX_BITS, 2 ** 24 + 3, 2 ** 62])
-def test_radix_sort_sorts_non_negative_keys_as_numpy(n, largest):
-    """An even and an odd number of passes (the result copied back from the scratch array), keys
-    repeated or not, up to 2^62."""
-    keys = np.random.default_rng(n).integers(0, largest, size=n, endpoint=True)
-    expected = np.sort(keys)
-    radix_sort(keys)
-    np.testing.assert_array_equal(keys, expected)
+def test_radix_order_is_numpys_stable_argsort(n, largest):
+    """An even and an odd number of passes, keys repeated or not, up to 2^62; equal keys keep their
+    order (the pairs' sums are then the same fold whenever they are summed)."""
+    keys = np.random.default_rng(n).integers(0, largest, size=n + 5, endpoint=True)
+    before = keys.copy()
+    np.testing.assert_array_equal(radix_order(keys, n), np.argsort(keys[:n], kind="stable"))
+    np.testing.assert_array_equal(keys, before)
+
+
+@pytest.mark.parametrize("n_records, block", [(0, 7), (5, 3), (50_000, 4_000), (300_000, 30_000)])
+def test_gathered_pairs_are_each_pairs_left_fold(n_records, block):
+    """Records gathered block by block (summed in place whenever the buffers overflow, several times for
+    the larger cases) give each distinct key once, ascending, with its values summed left to right in
+    record order, bit for bit, and its weights likewise."""
+    rng = np.random.default_rng(n_records)
+    C = max(1, int(np.sqrt(n_records / 3)))  # about 3 records a pair
+    centres = rng.standard_normal((C, 2))
+    keys = rng.integers(0, C, n_records) * C + rng.integers(0, C, n_records)  # pair keys i * C + j
+    vals, wts = rng.standard_normal(n_records), rng.uniform(0.1, 2.0, n_records)
+    rec = (np.empty(0, dtype=np.int64), np.empty(0), np.empty(0), np.int64(0))
+    for start in range(0, n_records, block):
+        stop = min(n_records, start + block)
+        rec = gather_pairs(*rec, keys[start:stop].copy(), vals[start:stop].copy(), wts[start:stop].copy(),
+                           stop - start)
+    got_keys, got_vals, got_wts, rank, d = pair_entries(*rec, centres)
+    expected = {}
+    for key, val, wt in zip(keys.tolist(), vals.tolist(), wts.tolist()):
+        s, t = expected.get(key, (None, None))
+        expected[key] = (val, wt) if s is None else (s + val, t + wt)
+    assert d == len(expected) and got_keys.tolist() == sorted(expected)
+    assert [(v, t) for v, t in zip(got_vals.tolist(), got_wts.tolist())] == [expected[k] for k in sorted(expected)]
+    np.testing.assert_allclose(rank, ((centres[got_keys // C] - centres[got_keys % C]) ** 2).sum(axis=1))
 
 
 def test_all_distances():
