@@ -348,6 +348,7 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
             counter = (source_row[i] if source_row.shape[0] > 0 else i) * draws_per_row
             # ---- candidates: K(n) always (Prop. 1), then the strategy's, then exploration
             m = 0
+            k_first = K[i, 0] if k > 0 else -1  # cand[0] when known
             for t in range(k):
                 c0 = K[i, t]
                 if c0 < 0:
@@ -436,15 +437,21 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
                 outside = (row + pair_phase) % pair_stride == 0  # this row records pairs outside G_c
                 db = pair_value(params, bd)
                 thr = thresholds[bc]
+                # the best is K(n)'s first, expanded first (G_bc listing bc first): G_bc's other members
+                # are in cand[1:G], in order unless G_bc repeats one
+                first = best == 0 and k_first >= 0 and neighbours[bc, 0] == bc
                 for t in range(m):
                     c = cand[t]
                     if c == bc:
                         continue
                     slot = -1
-                    for g in range(1, G):
-                        if neighbours[bc, g] == c:
-                            slot = g
-                            break
+                    if first and t < G and neighbours[bc, t] == c:
+                        slot = t
+                    elif not first or t < G:  # past cand[G] the first expansion holds no member of G_bc
+                        for g in range(1, G):
+                            if neighbours[bc, g] == c:
+                                slot = g
+                                break
                     d = pair_value(params, d2[t])
                     if slot >= 0:
                         tsum[bc, slot] += wi * d

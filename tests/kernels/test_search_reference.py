@@ -114,7 +114,8 @@ def random_sets(rng, n, C, k, partial=0.25):
 
 def neighbourhood_problem(dtype, weighted, k, n=300, C=12, G=4, D=3, seed=0):
     """Points around random centres, random (not nearest) neighbourhoods G_c = c + G - 1 others
-    (one row with its last entry repeated, as a topped-up table has), thresholds spanning the
+    (one row with its last entry repeated, as a topped-up table has, and one with a middle entry
+    repeated, whose later members then sit elsewhere among a row's candidates), thresholds spanning the
     point distances (plus inf: a topped-up row, and 0: nothing recorded outside G_c)."""
     rng = np.random.default_rng(seed)
     centres = rng.uniform(0, 5, (C, D))
@@ -126,6 +127,7 @@ def neighbourhood_problem(dtype, weighted, k, n=300, C=12, G=4, D=3, seed=0):
     for c in range(C):
         neighbours[c] = [c] + list(rng.choice(np.delete(np.arange(C), c), G - 1, replace=False))
     neighbours[5, -1] = neighbours[5, -2]
+    neighbours[6, 2] = neighbours[6, 1]
     thresholds = rng.uniform(0.5, 8.0, C)
     thresholds[0], thresholds[1] = np.inf, 0.0
     K = random_sets(rng, n, C, k)
