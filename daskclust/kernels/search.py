@@ -50,13 +50,15 @@ def gather_pairs(rec_key, rec_val, rec_wt, n_rec, keys, vals, wts, n):
             new_key = np.empty(cap, dtype=np.int64)
             new_val = np.empty(cap)
             new_wt = np.empty(cap)
-            new_key[:n_rec] = rec_key[:n_rec]
-            new_val[:n_rec] = rec_val[:n_rec]
-            new_wt[:n_rec] = rec_wt[:n_rec]
+            for t in range(n_rec):  # loops, not slice assignments: those cost seconds of compiling
+                new_key[t] = rec_key[t]
+                new_val[t] = rec_val[t]
+                new_wt[t] = rec_wt[t]
             rec_key, rec_val, rec_wt = new_key, new_val, new_wt
-    rec_key[n_rec:n_rec + n] = keys[:n]
-    rec_val[n_rec:n_rec + n] = vals[:n]
-    rec_wt[n_rec:n_rec + n] = wts[:n]
+    for t in range(n):
+        rec_key[n_rec + t] = keys[t]
+        rec_val[n_rec + t] = vals[t]
+        rec_wt[n_rec + t] = wts[t]
     return rec_key, rec_val, rec_wt, n_rec + n
 
 
@@ -86,9 +88,10 @@ def sum_pairs(keys, vals, wts, n):
             out_val[d] += vals[r]
             out_wt[d] += wts[r]
     d += 1
-    keys[:d] = out_key[:d]
-    vals[:d] = out_val[:d]
-    wts[:d] = out_wt[:d]
+    for t in range(d):
+        keys[t] = out_key[t]
+        vals[t] = out_val[t]
+        wts[t] = out_wt[t]
     return d
 
 
@@ -107,8 +110,11 @@ def radix_order(keys, n):
         largest = max(largest, keys[i])
     mask = (1 << RADIX_BITS) - 1
     counts = np.empty(mask + 2, dtype=np.int64)
-    src_key, src_pos = keys[:n].copy(), np.arange(n)
+    src_key, src_pos = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     dst_key, dst_pos = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    for i in range(n):
+        src_key[i] = keys[i]
+        src_pos[i] = i
     shift = 0
     passes = 0
     while n > 1 and (passes == 0 or (largest >> shift) > 0):
@@ -142,7 +148,14 @@ def pair_entries(rec_key, rec_val, rec_wt, n_rec, centres):
     rank = np.empty(d)
     for t in range(d):
         rank[t] = sqdist(centres[rec_key[t] // C], centres[rec_key[t] % C])
-    return rec_key[:d].copy(), rec_val[:d].copy(), rec_wt[:d].copy(), rank, d
+    out_key = np.empty(d, dtype=np.int64)
+    out_val = np.empty(d)
+    out_wt = np.empty(d)
+    for t in range(d):
+        out_key[t] = rec_key[t]
+        out_val[t] = rec_val[t]
+        out_wt[t] = rec_wt[t]
+    return out_key, out_val, out_wt, rank, d
 
 
 @njit(nogil=True, cache=True)
