@@ -38,7 +38,7 @@ MIN_RECORDS = 1 << 16
 def gather_pairs(rec_key, rec_val, rec_wt, n_rec, keys, vals, wts, n):
     """Append the first n (key, val, wt) pair records to the record buffers holding n_rec. When they would
     overflow, the records are first summed per pair in place (:func:`sum_pairs`), and the buffers doubled
-    if that leaves less than half of them free, so they hold at most about 4 max(distinct pairs, n,
+    if that leaves less than half of them free, so they hold at most 4 max(distinct pairs + n,
     :data:`MIN_RECORDS`) records. Returns (rec_key, rec_val, rec_wt, n_rec), the arrays possibly new.
 
     Records are appended in order and summed per pair in order (a stable sort): each pair's sum is the
@@ -318,9 +318,10 @@ def estep_truncated(X, w, params, K, mode, neighbours, thresholds, row_idx, row_
     Rows are processed in blocks of ``PAIR_BLOCK``; each block's pairs are
     appended to the records, summed per pair whenever they would overflow
     (:func:`gather_pairs`), so the scratch memory is one block's buffer plus
-    a few times the distinct pairs, not the chunk's rows times the pairs per row. The body is otherwise written out in one function
-    on purpose: numba's inlined helpers taking many arrays made this loop 3-5
-    times slower, and so did growing the pair buffers inside it. It is
+    a few times the distinct pairs, not the chunk's rows times the pairs per
+    row. The body is otherwise written out in one function on purpose:
+    numba's inlined helpers taking many arrays made this loop 3-5 times
+    slower, and so did growing the pair buffers inside it. It is
     compiled with ``fastmath={"reassoc", "contract"}`` (no assumption about NaN
     or inf): sums may be reordered and vectorised, 20 % faster at D = 32. No loop
     both writes memory and sums with reassociation: LLVM runs such a loop
