@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daskclust"
 LAYERS = (
     ("lazy",),
     ("errors", "names", "display", "versions", "blas"),
-    ("kernels", "io"),
+    ("kernels", "io", "threads"),
     ("data", "models", "persistence"),
     ("engine", "report", "datasets"),
     ("search", "seeding"),

@@ -3,18 +3,17 @@ neighbourhoods estimated from the E-step's pair statistics (Eq. 8 of Forster & L
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from numba import njit
 
 from ..kernels.balltree import build_ball_tree, tree_neighbours
 from ..kernels.estep import insert_sorted
 from ..kernels.search import centre_neighbours
+from ..threads import driver_threads, over_blocks
 from .pairs import PairStats
 
 ROWS_PER_TASK = 256
+"""Centres a thread searches at a time (:func:`~daskclust.threads.over_blocks`)."""
 
 TREE_MIN_CENTRES = 1024
 """From this many centres the neighbours are searched through a ball tree where it prunes."""
@@ -36,23 +35,23 @@ def exact_neighbours(centres: np.ndarray, n_neighbors: int) -> tuple[np.ndarray,
     idx = np.empty((C, k), dtype=np.int32)
     dist = np.empty((C, k))
     centres = np.ascontiguousarray(centres, dtype=np.float64)
-    starts = range(0, C, ROWS_PER_TASK)
-    with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+    with driver_threads() as pool:
         if C >= TREE_MIN_CENTRES:
             order, *tree, n_build = build_ball_tree(centres)
             pts = np.ascontiguousarray(centres[order])
 
-            def search(s):
-                return tree_neighbours(*tree, pts, order, k, s, min(s + ROWS_PER_TASK, C), idx, dist)
+            def search(a, b):
+                return tree_neighbours(*tree, pts, order, k, a, b, idx, dist)
 
-            first = search(0)
+            first = search(0, min(ROWS_PER_TASK, C))
             if first <= TREE_PRUNES * ROWS_PER_TASK * C:
-                return idx, dist, int(n_build) + first + sum(pool.map(search, starts[1:]))
+                rest = over_blocks(search, C, pool, ROWS_PER_TASK, first=ROWS_PER_TASK)
+                return idx, dist, int(n_build) + first + rest
             n_tried = int(n_build) + first
         else:
             n_tried = 0
-        counts = pool.map(lambda s: centre_neighbours(centres, k, s, min(s + ROWS_PER_TASK, C), idx, dist), starts)
-        return idx, dist, n_tried + sum(counts)
+        counts = over_blocks(lambda a, b: centre_neighbours(centres, k, a, b, idx, dist), C, pool, ROWS_PER_TASK)
+        return idx, dist, n_tried + counts
 
 
 @njit(cache=True)

@@ -8,15 +8,11 @@ truncated E-steps start.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..blas import one_blas_thread
 from ..engine.ops import Chunk, add_arrays
 from ..kernels.balltree import build_ball_tree, tree_nearest
 from ..kernels.dense import dense_nearest
@@ -32,6 +28,7 @@ from ..names import (
     STREAM_PRUNING_PROBE,
     STREAM_SAMPLE,
 )
+from ..threads import over_blocks
 
 
 def pruning_test(points: np.ndarray, seed: int = 0, probe: int = 256, threshold: float = 0.3) -> tuple[bool, int]:
@@ -89,29 +86,6 @@ class NearestIndex:
         if self.dense:
             return dense_nearest(X, self.points, self.offset, mind2, label)
         return tree_nearest(X, *self.tree, self.points, self.ids, mind2, label)
-
-
-ROWS_PER_TASK = 8192
-"""Rows a thread works on at a time in :func:`over_blocks`."""
-
-
-@contextlib.contextmanager
-def driver_threads() -> Iterator[ThreadPoolExecutor]:
-    """A pool of one thread per core for the driver's searches over many rows (the kernels release the
-    GIL; the workers wait meanwhile), with BLAS on one thread so that its threads do not compete."""
-    with one_blas_thread(), ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
-        yield pool
-
-
-def over_blocks(work: Callable[[int, int], int], n: int, pool: ThreadPoolExecutor | None = None) -> int:
-    """The sum of ``work(start, stop)`` over blocks of ROWS_PER_TASK of the rows 0 .. n, on ``pool``'s
-    threads (None: this thread). ``work`` writes only its own rows, so the result is the serial one."""
-
-    def block(start: int) -> int:
-        return work(start, min(start + ROWS_PER_TASK, n))
-
-    starts = range(0, n, ROWS_PER_TASK)
-    return int(sum(pool.map(block, starts) if pool is not None else map(block, starts)))
 
 
 def search_in_blocks(index: NearestIndex, X: np.ndarray, mind2: np.ndarray, label: np.ndarray,

@@ -44,7 +44,8 @@ from ..kernels.dense import dense_gains, dense_neighbours, dense_take_min
 from ..kernels.rng import stream_key
 from ..kernels.seeding import draw_trials, local_gains, weighted_means
 from ..names import STREAM_REDUCTION
-from .passes import NearestIndex, driver_threads, over_blocks, search_in_blocks
+from ..threads import driver_threads, over_blocks
+from .passes import NearestIndex, search_in_blocks
 
 LLOYD_ITERATIONS = 3
 """Most weighted Lloyd iterations per restart (they stop earlier once no candidate changes centre)."""
@@ -230,7 +231,7 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
 
 def _tree_neighbour_table(tree, pts, K, nbr, nd2, pool) -> int:
     """Each tree position's K nearest points (:func:`tree_neighbours`, rows written by position), by
-    :func:`~daskclust.seeding.passes.over_blocks` on ``pool``; returns the distances evaluated."""
+    :func:`~daskclust.threads.over_blocks` on ``pool``; returns the distances evaluated."""
     ids = np.arange(len(pts))
     return over_blocks(lambda a, b: tree_neighbours(*tree, pts, ids, K, a, b, nbr, nd2), len(pts), pool)
 

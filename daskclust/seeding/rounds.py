@@ -18,7 +18,8 @@ import numpy as np
 from ..kernels.rng import stream_key
 from ..kernels.seeding import bernoulli_sample, weighted_sum
 from ..names import STREAM_BERNOULLI
-from .passes import NearestIndex, driver_threads, search_in_blocks
+from ..threads import driver_threads
+from .passes import NearestIndex, search_in_blocks
 
 
 @dataclass

@@ -83,16 +83,17 @@ def test_kmeans_parallel_rounds_draw_what_an_exact_reference_draws(dense, monkey
     sorted in space) keep exactly the rows an independent reference keeps: row i of round r when
     uniform(key_r, row id) < l w_i d_i^2 / phi with d_i the exact distance to every earlier candidate;
     and each candidate's mass is the weight of the rows nearest to it."""
+    from daskclust import threads
     from daskclust.kernels.rng import stream_key, uniform
     from daskclust.names import STREAM_BERNOULLI
-    from daskclust.seeding import passes, rounds
+    from daskclust.seeding import rounds
 
     X, _ = blobs(8000, 5, 20, seed=31)
     rng = np.random.default_rng(3)
     keep = np.sort(rng.choice(len(X), 5000, replace=False))  # a sample: row ids with gaps
     sample = {"row": keep + 1000, "X": X[keep], "w": rng.uniform(0.2, 2.0, len(keep))}
     ell, n_rounds, seed = 40.0, 4, 5
-    monkeypatch.setattr(passes, "ROWS_PER_TASK", 512)  # several blocks of rows on the threads
+    monkeypatch.setattr(threads, "ROWS_PER_TASK", 512)  # several blocks of rows on the threads
     got = rounds.oversample(sample, X[7], 20, seed=seed, oversampling_factor=2.0, init_rounds=n_rounds, dense=dense)
 
     cands = X[7][None, :]

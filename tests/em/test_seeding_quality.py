@@ -226,9 +226,9 @@ def test_reduction_on_threads_is_the_serial_reduction(dense, monkeypatch):
     centres, labels, distances and counts as one thread, every row given its nearest centre)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from daskclust.seeding import passes
+    from daskclust import threads
 
-    monkeypatch.setattr(passes, "ROWS_PER_TASK", 64)  # several blocks per search
+    monkeypatch.setattr(threads, "ROWS_PER_TASK", 64)  # several blocks per search
     P, w = weighted_points(11, n=600, dim=8 if dense else 2, groups=30)
     key = stream_key(2, 0)
     with ThreadPoolExecutor(3) as pool:
