@@ -36,9 +36,8 @@ the number of threads.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +49,7 @@ from ..models.inference import MixtureIndex
 from ..names import STREAM_PARTIAL_FIT_START, STREAM_PARTIAL_FIT_SWAP
 from ..seeding.passes import pruning_test
 from ..seeding.reduction import reduce_candidates
+from ..threads import blocks_in_order, driver_threads
 from .stream_swap import swap
 
 STEP_DECAY = 0.55
@@ -154,19 +154,17 @@ def chunk_stats(family: Family, params: Params, kernel, X: np.ndarray, w: np.nda
     index = MixtureIndex(family, params)
     k = min(n_truncated, C)
 
-    def block(start: int) -> tuple[SuffStats, np.ndarray]:
-        rows = X[start:start + BLOCK_ROWS]
-        weights = w[start:start + BLOCK_ROWS] if len(w) else w
+    def block(start: int, stop: int) -> tuple[SuffStats, np.ndarray]:
+        rows = X[start:stop]
+        weights = w[start:stop] if len(w) else w
         sets = index.top(rows, k)[0]
         stats = family.new_stats(C, D)
         estep_sets(rows, weights, kernel, sets, stats.arrays(), stats.scal)
         return stats, sets
 
-    starts = range(0, X.shape[0], BLOCK_ROWS)
-    if len(starts) == 1:
-        return block(0)
-    with ThreadPoolExecutor(min(len(starts), os.cpu_count() or 1)) as pool:
-        parts = list(pool.map(block, starts))
+    n = X.shape[0]
+    with driver_threads() if n > BLOCK_ROWS else contextlib.nullcontext() as pool:
+        parts = blocks_in_order(block, n, pool, rows=BLOCK_ROWS)
     total = parts[0][0]
     for part, _ in parts[1:]:
         total = total.merge(part)

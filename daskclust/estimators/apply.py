@@ -33,6 +33,7 @@ from ..errors import ClusterError, InvalidDataError, InvalidParameterError, Work
 from ..fit import PlacedData
 from ..io import Location, check_target, check_workers_see, input_stores, source_location, writing
 from ..persistence.outputs import create_output, open_output
+from ..threads import blocks_in_order, driver_threads
 
 ROW_BLOCK = 65536
 
@@ -122,14 +123,13 @@ def _apply_numpy(data: ChunkedData, block_fn, width, dtype) -> np.ndarray:
     X = data.source.array
     n = data.n_samples
     out = np.empty((n,) if width is None else (n, width), dtype=dtype)
-    starts = range(0, n, ROW_BLOCK)
 
-    def work(start):
-        block = np.ascontiguousarray(X[start:start + ROW_BLOCK], dtype=data.dtype)
-        out[start:start + ROW_BLOCK] = block_fn(check_block(block, start))
+    def work(start: int, stop: int) -> None:
+        block = np.ascontiguousarray(X[start:stop], dtype=data.dtype)
+        out[start:stop] = block_fn(check_block(block, start))
 
-    with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
-        list(pool.map(work, starts))
+    with driver_threads() as pool:
+        blocks_in_order(work, n, pool, rows=ROW_BLOCK)
     return out
 
 
