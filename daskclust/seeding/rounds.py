@@ -7,6 +7,8 @@ sample, and lowers d^2 with the new candidates exactly. A row's draw is keyed by
 so the candidates depend on neither the chunks' order nor the number of workers. The searches run in
 blocks of rows on a thread pool (the kernels release the GIL; the matrix products on one BLAS thread
 each): the workers wait during the seeding, and each round as a pass over the chunks cost a Dask pass.
+Where ball trees prune, a round searches only the rows its candidates can come nearer to
+(:func:`lower_nearest`).
 """
 
 from __future__ import annotations
@@ -55,9 +57,41 @@ def oversample(sample: dict[str, np.ndarray], first: np.ndarray, n_clusters: int
                 continue
             new = np.ascontiguousarray(X[keep], dtype=np.float64)
             index = NearestIndex(new, n_total, dense=dense)
-            n_dist += index.n_build + search_in_blocks(index, X, mind2, label, pool)
+            if dense:  # distances concentrate: the bound of lower_nearest would rarely skip a row
+                n_dist += index.n_build + search_in_blocks(index, X, mind2, label, pool)
+            else:
+                n_dist += index.n_build + lower_nearest(index, np.concatenate(parts), X, mind2, label, pool)
             parts.append(new)
             n_total += len(new)
     mass = np.bincount(label, weights=w, minlength=n_total)
     return Candidates(np.concatenate(parts), mass, int(n_dist))
 
+
+
+SKIP_MARGIN = 1e-9
+"""Relative margin of :func:`lower_nearest`'s test, far above the round-off of a squared distance."""
+
+
+def lower_nearest(index: NearestIndex, candidates: np.ndarray, X: np.ndarray, mind2: np.ndarray,
+                  label: np.ndarray, pool=None) -> int:
+    """Lower each row's squared distance ``mind2`` to its nearest candidate ``label`` (IN/OUT) with the
+    points of ``index`` (numbered after ``candidates``, the points the labels number), as a search of
+    every row would, but searching only the rows a new point can come nearer to. Returns the distances
+    evaluated.
+
+    A new point y is nearer to a row x than x's candidate c only if ||c - y|| < 2 ||x - c||, since
+    ||x - y|| >= ||c - y|| - ||x - c||. So each candidate c first finds its nearest new point within
+    2 max ||x - c|| over its rows (a search bounded by that radius, s_c^2 its squared distance, or the
+    bound when none is nearer), and a row is searched only when s_c^2 < 4 ||x - c||^2 (1 + SKIP_MARGIN):
+    every skipped row's new distances exceed its own by far more than their round-off, so the result
+    is the full search's bit for bit.
+    """
+    widest = np.zeros(len(candidates))
+    np.maximum.at(widest, label, mind2)
+    s2 = 4.0 * (1.0 + SKIP_MARGIN) * widest
+    n_dist = search_in_blocks(index, candidates, s2, np.zeros(len(candidates), dtype=np.int32), pool)
+    rows = np.flatnonzero(s2[label] < 4.0 * (1.0 + SKIP_MARGIN) * mind2)
+    near, found = mind2[rows], label[rows]
+    n_dist += search_in_blocks(index, np.ascontiguousarray(X[rows]), near, found, pool)
+    mind2[rows], label[rows] = near, found
+    return n_dist

@@ -109,6 +109,34 @@ def test_kmeans_parallel_rounds_draw_what_an_exact_reference_draws(dense, monkey
     np.testing.assert_allclose(got.mass, np.bincount(nearest, weights=sample["w"], minlength=len(cands)), rtol=1e-9)
 
 
+def test_a_round_searches_only_the_rows_its_points_can_come_nearer_to(monkeypatch):
+    """lower_nearest gives every row the squared distance and label a search of every row gives, bit for
+    bit, on rows with duplicates, rows equal to candidates and new points equal to old ones; and it skips
+    rows (fewer distances evaluated than the full search), so the test of the bound is exercised."""
+    from daskclust import threads
+    from daskclust.seeding import rounds
+    from daskclust.seeding.passes import NearestIndex, search_in_blocks
+
+    X, _ = blobs(6000, 3, 40, seed=12)
+    X = np.vstack([X, X[:300]])  # duplicate rows
+    rng = np.random.default_rng(4)
+    old = X[rng.choice(len(X), 1000, replace=False)]
+    new = np.vstack([X[rng.choice(len(X), 60, replace=False)], old[:10]])  # new points equal to old ones
+    monkeypatch.setattr(threads, "ROWS_PER_TASK", 700)
+    mind2 = np.full(len(X), np.inf)
+    label = np.zeros(len(X), dtype=np.int32)
+    with threads.driver_threads() as pool:
+        search_in_blocks(NearestIndex(old), X, mind2, label, pool)
+        index = NearestIndex(new, len(old))
+        full_d2, full_label = mind2.copy(), label.copy()
+        n_full = search_in_blocks(index, X, full_d2, full_label, pool)
+        n_pruned = rounds.lower_nearest(index, old, X, mind2, label, pool)
+    np.testing.assert_array_equal(mind2, full_d2)
+    np.testing.assert_array_equal(label, full_label)
+    assert (label >= len(old)).any() and (label < len(old)).any()
+    assert n_pruned < 0.7 * n_full
+
+
 @pytest.mark.parametrize("chunk_rows, k", [(250, 100), (250, 700), (97, 1500), (2000, 2500)])
 def test_drawn_rows_are_the_smallest_keys_over_all_chunks(client, chunk_rows, k):
     """A draw (DrawOp) keeps exactly the k rows of smallest exponential key over the whole data,
