@@ -67,7 +67,6 @@ def oversample(sample: dict[str, np.ndarray], first: np.ndarray, n_clusters: int
     return Candidates(np.concatenate(parts), mass, int(n_dist))
 
 
-
 SKIP_MARGIN = 1e-9
 """Relative margin of :func:`lower_nearest`'s test, far above the round-off of a squared distance."""
 
