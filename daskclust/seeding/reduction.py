@@ -260,7 +260,8 @@ def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: boo
     labels and d2 those of the returned centres (each point's nearest centre).
 
     After the first search each point's search starts from its distance to its last centre's new
-    position: the ball tree then skips every node farther than that. ``pool``: threads that search
+    position: the ball tree then skips every node farther than that, and a point provably still
+    nearest to that centre is not searched (:func:`search_unsettled`). ``pool``: threads that search
     blocks of points (None: this thread).
     """
     centres = np.array(centres, dtype=np.float64)
@@ -275,10 +276,41 @@ def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: boo
             new = labels.copy()
             n_dist += len(P)
         index = NearestIndex(centres, dense=dense)
-        n_dist += index.n_build + search_in_blocks(index, P, d2, new, pool)
+        if it == 0 or dense:
+            n_dist += index.n_build + search_in_blocks(index, P, d2, new, pool)
+        else:
+            n_dist += index.n_build + search_unsettled(index, P, d2, new, pool)
         if np.array_equal(new, labels) or it == max_iter:
             return centres, new, d2, n_dist
         labels = new
         if weighted_means(P, w, labels, centres) == 0:
             return centres, labels, d2, n_dist
     raise AssertionError("unreachable")
+
+
+SKIP_MARGIN = 1e-9
+"""Relative margin of :func:`search_unsettled`'s test, far above the round-off of a squared distance."""
+
+
+def search_unsettled(index: NearestIndex, P: np.ndarray, d2: np.ndarray, labels: np.ndarray, pool=None) -> int:
+    """:func:`~daskclust.seeding.passes.search_in_blocks` of the points whose centre ``labels`` (at squared
+    distance ``d2``, IN/OUT both) may not be their nearest one in ``index`` (a ball tree); returns the
+    distances evaluated.
+
+    A point x of centre c with ||x - c|| < ||c - c'|| / 2, c' the centre nearest to c, has no nearer
+    centre (Elkan 2003, Lemma 1: ||x - c''|| >= ||c - c''|| - ||x - c|| > ||x - c|| for every other c'').
+    So each centre's nearest other centre is found first (C queries of the tree), and only the points
+    with d2 >= ||c - c'||^2 / 4 (1 - SKIP_MARGIN) are searched: the labels are those of a search of
+    every point.
+    """
+    n_centres = len(index.points)
+    if n_centres < 2:
+        return 0
+    nbr, gap = np.empty((n_centres, 2), dtype=np.int32), np.empty((n_centres, 2))
+    n_dist = over_blocks(lambda a, b: tree_neighbours(*index.tree, index.points, index.ids, 2, a, b, nbr, gap),
+                         n_centres, pool)
+    rows = np.flatnonzero(d2 >= 0.25 * (1.0 - SKIP_MARGIN) * gap[labels, 1] ** 2)
+    near, found = d2[rows], labels[rows]
+    n_dist += search_in_blocks(index, np.ascontiguousarray(P[rows]), near, found, pool)
+    d2[rows], labels[rows] = near, found
+    return n_dist

@@ -177,6 +177,28 @@ def test_weighted_means_and_lloyd_match_numpy():
         assert n_dist > 0
 
 
+def test_lloyd_searches_only_points_whose_centre_may_not_be_nearest(monkeypatch):
+    """Lloyd's iterations skip the points provably still nearest to their centre (Elkan's lemma) and
+    give the centres and labels of iterations that search every point, each point labelled with its
+    nearest centre; fewer distances are evaluated, so the skip is exercised."""
+    from daskclust.seeding import reduction
+
+    P, w = weighted_points(6, n=3000, dim=2, groups=60)  # overlapping groups: many points near a bisector
+    P = np.vstack([P, P[:50]])  # duplicate points
+    w = np.concatenate([w, w[:50]])
+    start = P[:40].copy()
+    start[39] = start[38]  # two centres at one place: the gap is 0, nothing skipped near them
+    skipping = weighted_lloyd(P, w, start, False, 6)
+    monkeypatch.setattr(reduction, "search_unsettled", lambda index, P, d2, labels, pool=None:
+                        reduction.search_in_blocks(index, P, d2, labels, pool))
+    full = weighted_lloyd(P, w, start, False, 6)
+    np.testing.assert_array_equal(skipping[0], full[0])
+    np.testing.assert_array_equal(skipping[1], full[1])
+    np.testing.assert_allclose(skipping[2], full[2], rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(skipping[1], sq_distances(P, skipping[0]).argmin(1))
+    assert skipping[3] < 0.8 * full[3]
+
+
 @pytest.mark.parametrize("dense", [False, True])
 def test_reduction_cost_labels_and_restarts(dense):
     P, w = weighted_points(5, n=400, dim=4 if dense else 2, groups=15)
