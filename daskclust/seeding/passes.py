@@ -95,6 +95,22 @@ def search_in_blocks(index: NearestIndex, X: np.ndarray, mind2: np.ndarray, labe
     return over_blocks(lambda a, b: index.search(X[a:b], mind2[a:b], label[a:b]), len(X), pool)
 
 
+SKIP_MARGIN = 1e-9
+"""Relative margin of the searches that skip rows by the triangle inequality (the k-means|| rounds'
+and the reduction's Lloyd): far above the round-off of a squared distance, so a skipped row could
+not have moved."""
+
+
+def search_rows(index: NearestIndex, X: np.ndarray, rows: np.ndarray, mind2: np.ndarray, label: np.ndarray,
+                pool: ThreadPoolExecutor | None = None) -> int:
+    """:func:`search_in_blocks` of the rows ``rows`` of X only (IN/OUT: their mind2, label). Returns the
+    distances evaluated."""
+    near, found = mind2[rows], label[rows]
+    n_dist = search_in_blocks(index, np.ascontiguousarray(X[rows]), near, found, pool)
+    mind2[rows], label[rows] = near, found
+    return n_dist
+
+
 def chunk_weights(chunk: Chunk) -> np.ndarray:
     """The chunk's weights, ones when unweighted."""
     return chunk.w if chunk.w.shape[0] else np.ones(chunk.n_rows)

@@ -45,7 +45,7 @@ from ..kernels.rng import stream_key
 from ..kernels.seeding import draw_trials, local_gains, weighted_means
 from ..names import STREAM_REDUCTION
 from ..threads import driver_threads, over_blocks
-from .passes import NearestIndex, search_in_blocks
+from .passes import SKIP_MARGIN, NearestIndex, search_in_blocks, search_rows
 
 LLOYD_ITERATIONS = 3
 """Most weighted Lloyd iterations per restart (they stop earlier once no candidate changes centre)."""
@@ -288,10 +288,6 @@ def weighted_lloyd(P: np.ndarray, w: np.ndarray, centres: np.ndarray, dense: boo
     raise AssertionError("unreachable")
 
 
-SKIP_MARGIN = 1e-9
-"""Relative margin of :func:`search_unsettled`'s test, far above the round-off of a squared distance."""
-
-
 def search_unsettled(index: NearestIndex, P: np.ndarray, d2: np.ndarray, labels: np.ndarray, pool=None) -> int:
     """:func:`~daskclust.seeding.passes.search_in_blocks` of the points whose centre ``labels`` (at squared
     distance ``d2``, IN/OUT both) may not be their nearest one in ``index`` (a ball tree); returns the
@@ -310,7 +306,4 @@ def search_unsettled(index: NearestIndex, P: np.ndarray, d2: np.ndarray, labels:
     n_dist = over_blocks(lambda a, b: tree_neighbours(*index.tree, index.points, index.ids, 2, a, b, nbr, gap),
                          n_centres, pool)
     rows = np.flatnonzero(d2 >= 0.25 * (1.0 - SKIP_MARGIN) * gap[labels, 1] ** 2)
-    near, found = d2[rows], labels[rows]
-    n_dist += search_in_blocks(index, np.ascontiguousarray(P[rows]), near, found, pool)
-    d2[rows], labels[rows] = near, found
-    return n_dist
+    return n_dist + search_rows(index, P, rows, d2, labels, pool)

@@ -21,7 +21,7 @@ from ..kernels.rng import stream_key
 from ..kernels.seeding import bernoulli_sample, weighted_sum
 from ..names import STREAM_BERNOULLI
 from ..threads import driver_threads
-from .passes import NearestIndex, search_in_blocks
+from .passes import SKIP_MARGIN, NearestIndex, search_in_blocks, search_rows
 
 
 @dataclass
@@ -67,10 +67,6 @@ def oversample(sample: dict[str, np.ndarray], first: np.ndarray, n_clusters: int
     return Candidates(np.concatenate(parts), mass, int(n_dist))
 
 
-SKIP_MARGIN = 1e-9
-"""Relative margin of :func:`lower_nearest`'s test, far above the round-off of a squared distance."""
-
-
 def lower_nearest(index: NearestIndex, candidates: np.ndarray, X: np.ndarray, mind2: np.ndarray,
                   label: np.ndarray, pool=None) -> int:
     """Lower each row's squared distance ``mind2`` to its nearest candidate ``label`` (IN/OUT) with the
@@ -90,7 +86,4 @@ def lower_nearest(index: NearestIndex, candidates: np.ndarray, X: np.ndarray, mi
     s2 = 4.0 * (1.0 + SKIP_MARGIN) * widest
     n_dist = search_in_blocks(index, candidates, s2, np.zeros(len(candidates), dtype=np.int32), pool)
     rows = np.flatnonzero(s2[label] < 4.0 * (1.0 + SKIP_MARGIN) * mind2)
-    near, found = mind2[rows], label[rows]
-    n_dist += search_in_blocks(index, np.ascontiguousarray(X[rows]), near, found, pool)
-    mind2[rows], label[rows] = near, found
-    return n_dist
+    return n_dist + search_rows(index, X, rows, mind2, label, pool)
