@@ -229,10 +229,11 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
     return chosen, n_dist
 
 
-def _tree_neighbour_table(tree, pts, K, nbr, nd2, pool) -> int:
-    """Each tree position's K nearest points (:func:`tree_neighbours`, rows written by position), by
-    :func:`~daskclust.threads.over_blocks` on ``pool``; returns the distances evaluated."""
-    ids = np.arange(len(pts))
+def _tree_neighbour_table(tree, pts, K, nbr, nd2, pool, ids=None) -> int:
+    """Each tree point's K nearest points (:func:`tree_neighbours`: itself first, rows and entries by
+    ``ids``, the tree positions when None), by :func:`~daskclust.threads.over_blocks` on ``pool``;
+    returns the distances evaluated."""
+    ids = np.arange(len(pts)) if ids is None else ids
     return over_blocks(lambda a, b: tree_neighbours(*tree, pts, ids, K, a, b, nbr, nd2), len(pts), pool)
 
 
@@ -303,7 +304,6 @@ def search_unsettled(index: NearestIndex, P: np.ndarray, d2: np.ndarray, labels:
     if n_centres < 2:
         return 0
     nbr, gap = np.empty((n_centres, 2), dtype=np.int32), np.empty((n_centres, 2))
-    n_dist = over_blocks(lambda a, b: tree_neighbours(*index.tree, index.points, index.ids, 2, a, b, nbr, gap),
-                         n_centres, pool)
+    n_dist = _tree_neighbour_table(index.tree, index.points, 2, nbr, gap, pool, ids=index.ids)
     rows = np.flatnonzero(d2 >= 0.25 * (1.0 - SKIP_MARGIN) * gap[labels, 1] ** 2)
     return n_dist + search_rows(index, P, rows, d2, labels, pool)
