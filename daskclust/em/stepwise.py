@@ -25,9 +25,14 @@ from the best sets there are. The family's statistics S2 are second moments abou
 means; the running statistics are kept about the current means (re-centred after every M-step,
 :meth:`~daskclust.models.base.Family.recentred`), so the two add.
 
+When the stream comes back to chunks it has seen (a second epoch over the same data), the steps become
+incremental EM's (:mod:`.revisits`): the statistics of the chunks visited in the epoch replace the running
+ones for their share of the data, so that after the epoch the parameters are estimated from all rows.
+
 A k-means stream (the family's ``hard``) also moves a centre from where it is least needed to a row of
 the chunk where one is lacking, when the chunk shows that this pays (:mod:`.stream_swap`), before the
-M-step: the steps alone keep the optimum the start leads to.
+M-step: the steps alone keep the optimum the start leads to. A swap changes every chunk's part of the
+statistics, so once the stream comes back to its chunks an epoch starts again from the swapped ones.
 
 Nothing here uses Dask: a chunk is in memory, and its rows are cut into blocks E-stepped on a
 thread pool (the kernels release the GIL), merged in block order, so the result does not depend on
@@ -38,10 +43,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine.shard import chunk_digest
 from ..errors import InvalidDataError
 from ..kernels.estep import LSE, N_SCALARS, QE, W, estep_sets
 from ..models import Family, Params, SuffStats
@@ -50,6 +56,7 @@ from ..names import STREAM_PARTIAL_FIT_START, STREAM_PARTIAL_FIT_SWAP
 from ..seeding.passes import pruning_test
 from ..seeding.reduction import reduce_candidates
 from ..threads import blocks_in_order, driver_threads
+from .revisits import RevisitEpoch
 from .stream_swap import swap
 
 STEP_DECAY = 0.55
@@ -89,7 +96,9 @@ class StepwiseEM:
     unit weight (about the current means) and the number of steps taken.
 
     family : the model family; n_truncated : C'; reg : added to the covariances (``reg_covar``);
-    decay : kappa of the step sizes.
+    decay : kappa of the step sizes; chunk_weights : the weight of every distinct chunk seen, by content
+    digest; epoch : the incremental EM epoch under way once the stream has come back to a chunk
+    (:mod:`.revisits`), None before.
     """
 
     family: Family
@@ -103,6 +112,8 @@ class StepwiseEM:
     rows_seen: int = 0
     seed: int = 0
     n_swaps: int = 0
+    chunk_weights: dict[str, float] = field(default_factory=dict)
+    epoch: RevisitEpoch | None = None
 
     def burnt_in(self) -> bool:
         """Whether enough rows have been seen for M-steps (:data:`BURN_IN`)."""
@@ -111,7 +122,8 @@ class StepwiseEM:
 
     def step(self, X: np.ndarray, w: np.ndarray) -> dict:
         """One step on the chunk ``X`` (rows validated by the caller) with weights ``w`` ((n,) or (0,),
-        of positive sum): E-step under the current parameters, blend, M-step once burnt in. Returns:
+        of positive sum): E-step under the current parameters, blend (or, once the stream comes back to
+        its chunks, incremental EM's statistics: :mod:`.revisits`), M-step once burnt in. Returns:
         the chunk's free energy per point under the parameters before the step (the chunk not yet
         learned from: a held-out figure), its quantization error sum_n w_n ||y_n - mu_c(n)||^2 (c(n)
         the row's most responsible component) and weight W, the mean variance after the step and the
@@ -121,13 +133,24 @@ class StepwiseEM:
         chunk, sets = chunk_stats(self.family, self.params, kernel, X, w, self.n_truncated)
         total = float(chunk.scal[W])
         free_energy, _ = self.family.free_energy(chunk, self.params, kernel, None)
+        quantization_error = float(chunk.scal[QE])
         averaging = not self.burnt_in()  # the parameters have not moved: the exact average of the chunks
         self.weight_seen += total
         self.rows_seen += int(np.count_nonzero(w)) if len(w) else X.shape[0]
-        share = total / self.weight_seen
-        eta = share if averaging else share ** self.decay
-        unit = per_unit_weight(chunk, total)
-        blended = unit if self.stats is None else blend(self.stats, unit, eta)
+        digest = chunk_digest(X, w)
+        if digest in self.chunk_weights and (self.epoch is None or digest in self.epoch.visited):
+            self.epoch = RevisitEpoch(self.stats, self.params.means, sum(self.chunk_weights.values()))
+        elif digest not in self.chunk_weights:
+            self.chunk_weights[digest] = total
+            if self.epoch is not None:
+                self.epoch.total_weight += total
+        if self.epoch is not None:
+            blended = self.epoch.add(self.family, digest, chunk, self.params.means)
+        else:
+            share = total / self.weight_seen
+            eta = share if averaging else share ** self.decay
+            unit = per_unit_weight(chunk, total)
+            blended = unit if self.stats is None else blend(self.stats, unit, eta)
         if self.burnt_in():
             if self.family.hard:
                 swapped = swap(blended, self.params, X, w, sets[:, 0],
@@ -135,12 +158,16 @@ class StepwiseEM:
                 if swapped is not None:
                     blended, self.params = swapped
                     self.n_swaps += 1
+                    if self.epoch is not None:  # the swap changed every chunk's part: an epoch starts from it
+                        self.epoch = RevisitEpoch(blended, self.params.means, self.epoch.total_weight)
             new = self.family.m_step(blended, self.params, self.reg)
             blended = self.family.recentred(blended, new.means - self.params.means)
+            if self.epoch is not None:
+                self.epoch.moved(self.family, self.params.means, new.means)
             self.params = new
         self.stats = blended
         self.n_steps += 1
-        return {"free_energy": float(free_energy), "quantization_error": float(chunk.scal[QE]), "weight": total,
+        return {"free_energy": float(free_energy), "quantization_error": quantization_error, "weight": total,
                 "sigma2": self.family.mean_variance(self.params), "seconds": time.perf_counter() - started}
 
 

@@ -283,6 +283,20 @@ class Family:
         later E-steps, which are centred on those means, add to them (stepwise EM)."""
         return SuffStats(stats.S0.copy(), stats.S1.copy(), self.second_about(stats, shift), stats.scal.copy())
 
+    def moved(self, stats: SuffStats, means: np.ndarray, new_means: np.ndarray) -> SuffStats:
+        """Statistics about ``means`` re-centred about any ``new_means`` (:meth:`recentred` moves them only to
+        their own M-step's means). With ybar_c = S1[c] / S0[c] the component's mean of the rows,
+        sum_n q_c(n) (y_n - m_c)(...)^T = [the same about ybar_c] + S0[c] (ybar_c - m_c)(ybar_c - m_c)^T:
+        the first term is :meth:`second_about` with shift ybar - mu, the second minus :meth:`second_about` of
+        the statistics without S2 and shift ybar - m. A component without weight keeps its (zero) S2."""
+        has_mass = stats.S0 > 0
+        row_means = np.divide(stats.S1, stats.S0[:, None], out=np.zeros_like(stats.S1), where=has_mass[:, None])
+        to_rows = np.where(has_mass[:, None], row_means - means, 0.0)
+        from_rows = np.where(has_mass[:, None], row_means - new_means, 0.0)
+        without_second = SuffStats(stats.S0, stats.S1, np.zeros_like(stats.S2), stats.scal)
+        second = self.second_about(stats, to_rows) - self.second_about(without_second, from_rows)
+        return SuffStats(stats.S0.copy(), stats.S1.copy(), second, stats.scal.copy())
+
     def final_params(self, stats: SuffStats, params: Params, kernel) -> Params:
         """The parameters reported after the last E-step (which used ``params``)."""
         return params

@@ -62,15 +62,34 @@ def test_recentred_statistics_are_the_second_moments_about_the_new_means(family_
     np.testing.assert_allclose(recentred.S0, R.sum(0), rtol=1e-10)
 
 
+@pytest.mark.parametrize("family_name", WEIGHTED)
+def test_moved_statistics_are_the_second_moments_about_any_means(family_name):
+    """Family.moved: statistics about the E-step's means re-centred about means that are not their own
+    M-step's (incremental EM's sum of chunks); a component without weight keeps zero statistics."""
+    X = mixture_data(seed=3, n=700, D=3, C=5)
+    family = FAMILIES[family_name]
+    params = start(family_name, X, 5)
+    stats, _ = chunk_stats(family, params, family.kernel_params(params), X[:400], np.empty(0), 5)
+    elsewhere = params.means + np.random.default_rng(1).normal(0.0, 2.0, params.means.shape)
+    moved = family.moved(stats, params.means, elsewhere)
+    R = responsibilities(X[:400], params, family_name)
+    np.testing.assert_allclose(moved.S2, second_moment(X[:400], R, elsewhere, family_name), rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(moved.S1, stats.S1)
+    empty = stats.__class__(*(np.zeros_like(a) for a in stats.arrays()), stats.scal)
+    assert not family.moved(empty, params.means, elsewhere).S2.any()
+
+
+@pytest.mark.parametrize("decay", [0.0, stepwise.STEP_DECAY])
 @pytest.mark.parametrize("family_name", ["spherical", "diag", "full"])
-def test_steps_of_size_one_on_all_rows_are_exact_em(family_name):
-    """With kappa = 0 every step after the first has eta = 1, so a stream whose every chunk is the whole
-    data with C' = C is EM: each step equals a textbook EM iteration, its free energy the log-likelihood."""
+def test_a_stream_of_the_whole_data_is_exact_em(family_name, decay):
+    """A stream whose every chunk is the whole data with C' = C is EM: the first step takes the chunk's
+    statistics whole, and every later one comes back to the chunk (an incremental EM epoch of one chunk,
+    whatever kappa): each step equals a textbook EM iteration, its free energy the log-likelihood."""
     X = mixture_data(seed=1, n=900, D=3, C=6)
     w = np.ones(len(X))
     family = FAMILIES[family_name]
     params = start(family_name, X, 6)
-    em = StepwiseEM(family, 6, 1e-6, params, decay=0.0)
+    em = StepwiseEM(family, 6, 1e-6, params, decay=decay)
     weights, means, cov = params.weights, params.means, params.covariances
     for _ in range(5):
         figures = em.step(X, np.empty(0))
@@ -133,6 +152,15 @@ def test_statistics_do_not_depend_on_the_blocks(monkeypatch):
     np.testing.assert_array_equal(one_sets, many_sets)
 
 
+def textbook_m_step(raw, family_name: str) -> tuple:
+    """Weights, means and covariances (+ 1e-6) of raw moments (sum q, sum q y, sum q y y^T)."""
+    weights, means = raw[0] / raw[0].sum(), raw[1] / raw[0][:, None]
+    full = raw[2] / raw[0][:, None, None] - np.einsum("ci,cj->cij", means, means)
+    diag = np.diagonal(full, axis1=1, axis2=2)
+    cov = {"spherical": diag.mean(1) + 1e-6, "diag": diag + 1e-6}.get(family_name, full + 1e-6 * np.eye(3))
+    return weights, means, cov
+
+
 @pytest.mark.parametrize("family_name", ["spherical", "diag", "full"])
 def test_stream_equals_stepwise_em_on_raw_moments(family_name):
     """A stream of unequal chunks against stepwise EM written on raw moments (sum q, sum q y, sum q y y^T:
@@ -151,13 +179,53 @@ def test_stream_equals_stepwise_em_on_raw_moments(family_name):
         seen += len(Y)
         eta = (len(Y) / seen) ** stepwise.STEP_DECAY if raw is not None else 1.0
         raw = chunk if raw is None else [(1 - eta) * a + eta * b for a, b in zip(raw, chunk)]
-        weights, means = raw[0] / raw[0].sum(), raw[1] / raw[0][:, None]
-        full = raw[2] / raw[0][:, None, None] - np.einsum("ci,cj->cij", means, means)
-        diag = np.diagonal(full, axis1=1, axis2=2)
-        cov = {"spherical": diag.mean(1) + 1e-6, "diag": diag + 1e-6}.get(family_name, full + 1e-6 * np.eye(3))
+        weights, means, cov = textbook_m_step(raw, family_name)
         np.testing.assert_allclose(em.params.means, means, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(em.params.weights, weights, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(em.params.covariances, cov, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("family_name", ["spherical", "diag", "full"])
+def test_chunks_that_come_back_take_incremental_em_steps(family_name):
+    """Three epochs over unequal chunks, a new chunk arriving in the second, against incremental EM written
+    on raw moments: the first epoch is stepwise; an epoch begins when a chunk of the current one comes
+    back, with S = (chunks visited in it) + (W_all - W_visited) x (running statistics per unit weight when
+    it began), W_all the weight of every distinct chunk; after the epoch, every chunk's own statistics."""
+    X = mixture_data(seed=6, n=1800, D=3, C=5)
+    family = FAMILIES[family_name]
+    params = start(family_name, X, 5)
+    em = StepwiseEM(family, 5, 1e-6, params)
+    weights, means, cov = params.weights, params.means, params.covariances
+    first = [(0, 500), (500, 700), (700, 1100), (1100, 1500)]
+    stream = first + [first[1], first[0], (1500, 1800), first[3], first[2]] + [first[2], first[1], first[3]]
+    unit, seen, epoch, distinct = None, 0.0, None, set()
+    for step, (lo, hi) in enumerate(stream):
+        em.step(X[lo:hi], np.empty(0))
+        Y = X[lo:hi]
+        R = responsibilities(Y, Params(means, weights, cov), family_name)
+        chunk = [R.sum(0), R.T @ Y, np.einsum("nc,ni,nj->cij", R, Y, Y)]
+        if step < len(first):  # stepwise
+            distinct.add((lo, hi))
+            seen += len(Y)
+            eta = (len(Y) / seen) ** stepwise.STEP_DECAY if unit is not None else 1.0
+            unit = [c / len(Y) for c in chunk] if unit is None else \
+                [(1 - eta) * a + eta * b / len(Y) for a, b in zip(unit, chunk)]
+        else:
+            if epoch is None or (lo, hi) in epoch["visited"]:
+                epoch = {"start": unit, "visited": set(), "sum": [0.0, 0.0, 0.0], "weight": 0.0}
+            if (lo, hi) not in distinct:
+                seen += len(Y)  # a new chunk: W_all grows
+                distinct.add((lo, hi))
+            epoch["visited"].add((lo, hi))
+            epoch["sum"] = [a + b for a, b in zip(epoch["sum"], chunk)]
+            epoch["weight"] += len(Y)
+            rest = seen - epoch["weight"]
+            unit = [(a + rest * b) / seen for a, b in zip(epoch["sum"], epoch["start"])]
+        weights, means, cov = textbook_m_step(unit, family_name)
+        np.testing.assert_allclose(em.params.means, means, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(em.params.weights, weights, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(em.params.covariances, cov, rtol=1e-7, atol=1e-9)
+    assert em.epoch is not None and len(em.epoch.visited) == 3  # the third epoch began at chunk 700:1100
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -88,6 +88,21 @@ def test_a_kmeans_stream_leaves_a_wrong_start():
     assert nearest_distances(GROUPS, model.cluster_centers_).max() < 0.2
 
 
+def test_a_stream_that_comes_back_still_swaps():
+    """One chunk given again and again (from the second call on, incremental EM epochs of one chunk): a
+    start with three centres in one group and one between the other three needs two swaps, and the first
+    epoch has room for one; the second swap comes in a later epoch, which then starts from it."""
+    X = groups(2500, seed=3)
+    start = np.array([[-0.5, 0.0], [0.5, 0.0], [0.0, 0.5], [6.0, 6.0]])
+    model = daskclust.KMeans(4, init=start, n_init=1, random_state=0)
+    swaps = []
+    for _ in range(4):
+        model.partial_fit(X)
+        swaps.append(model._stream.n_swaps)
+    assert swaps[0] == 1 and swaps[-1] == 2 and model._stream.epoch is not None
+    assert nearest_distances(GROUPS, model.cluster_centers_).max() < 0.2
+
+
 def test_swaps_depend_on_weight_ratios_only():
     """Weights scaled by any factor draw the same candidates and make the same swaps (the draws are by
     w_n d_n, gains and losses per unit weight); rows of weight 0 are never drawn."""
