@@ -28,7 +28,7 @@ class StreamMixin:
 
     @available_if(_streams)
     def partial_fit(self, X, y=None, sample_weight=None):
-        """Update the model with one chunk of a stream: one step of stepwise EM.
+        """Update the model with one chunk of a stream: one step of stepwise (or incremental) EM.
 
         The chunk's rows (anything ``fit`` takes, read into memory) are E-stepped under the current
         model, each row over its ``C'`` most responsible components found exactly (the search of
@@ -37,7 +37,11 @@ class StreamMixin:
         M-step of the blend is the new model, once 2 (D + 1) C rows have been seen (Cappé & Moulines
         2009; Liang & Klein 2009; see the user guide, "Streams: partial_fit"). A ``KMeans`` stream also
         moves a centre from where it is least needed to a row of the chunk where one is lacking, when
-        the chunk shows that this lowers the cost (a swap, Kanungo et al. 2004).
+        the chunk shows that this lowers the cost (a swap, Kanungo et al. 2004). A chunk that comes
+        back (rows and weights equal byte for byte to a chunk seen before: a second epoch) makes the
+        steps incremental EM's (Neal & Hinton 1998): the statistics of the chunks visited since the
+        epoch began, plus the running ones for the weight still to come, so that after an epoch the
+        model is estimated from every row.
 
         The first call starts from the fitted model if there is one (``fit`` or a loaded model),
         else from given initial centres (``init`` / ``means_init``, with ``weights_init`` and
