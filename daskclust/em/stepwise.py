@@ -89,6 +89,11 @@ of 2 features with C = 100 (the BIRCH grid's first chunk in the stream suite), f
 BLOCK_ROWS = 16384
 """Rows per block of a chunk's E-step (a block's statistics are a task of the thread pool)."""
 
+REMEMBERED_CHUNKS = 100_000
+"""Distinct chunks whose digests and weights a stream keeps to know them when they come back (about 145
+bytes each: 15 MB at most). A stream of more distinct chunks is taken as endless: it forgets them, keeps
+no more, and its steps are stepwise EM's from then on."""
+
 
 @dataclass
 class StepwiseEM:
@@ -97,8 +102,9 @@ class StepwiseEM:
 
     family : the model family; n_truncated : C'; reg : added to the covariances (``reg_covar``);
     decay : kappa of the step sizes; chunk_weights : the weight of every distinct chunk seen, by content
-    digest; epoch : the incremental EM epoch under way once the stream has come back to a chunk
-    (:mod:`.revisits`), None before.
+    digest (None once the stream showed more than :data:`REMEMBERED_CHUNKS`); epoch : the
+    incremental EM epoch under way once the stream has come back to a chunk (:mod:`.revisits`), None
+    before.
     """
 
     family: Family
@@ -112,7 +118,7 @@ class StepwiseEM:
     rows_seen: int = 0
     seed: int = 0
     n_swaps: int = 0
-    chunk_weights: dict[str, float] = field(default_factory=dict)
+    chunk_weights: dict[str, float] | None = field(default_factory=dict)
     epoch: RevisitEpoch | None = None
 
     def burnt_in(self) -> bool:
@@ -137,13 +143,7 @@ class StepwiseEM:
         averaging = not self.burnt_in()  # the parameters have not moved: the exact average of the chunks
         self.weight_seen += total
         self.rows_seen += int(np.count_nonzero(w)) if len(w) else X.shape[0]
-        digest = chunk_digest(X, w)
-        if digest in self.chunk_weights and (self.epoch is None or digest in self.epoch.visited):
-            self.epoch = RevisitEpoch(self.stats, self.params.means, sum(self.chunk_weights.values()))
-        elif digest not in self.chunk_weights:
-            self.chunk_weights[digest] = total
-            if self.epoch is not None:
-                self.epoch.total_weight += total
+        digest = self.known_chunk(X, w, total)
         if self.epoch is not None:
             blended = self.epoch.add(self.family, digest, chunk, self.params.means)
         else:
@@ -169,6 +169,25 @@ class StepwiseEM:
         self.n_steps += 1
         return {"free_energy": float(free_energy), "quantization_error": quantization_error, "weight": total,
                 "sigma2": self.family.mean_variance(self.params), "seconds": time.perf_counter() - started}
+
+    def known_chunk(self, X: np.ndarray, w: np.ndarray, weight: float) -> str | None:
+        """The chunk's content digest, remembered with its weight; an epoch of incremental EM begins when the
+        chunk has been seen before and not yet in the current epoch (:mod:`.revisits`). None once the stream
+        is taken as endless: a new chunk after :data:`REMEMBERED_CHUNKS` makes it forget them all (and any
+        epoch: its statistics are the running ones from then on)."""
+        if self.chunk_weights is None:
+            return None
+        digest = chunk_digest(X, w)
+        if digest in self.chunk_weights:
+            if self.epoch is None or digest in self.epoch.visited:
+                self.epoch = RevisitEpoch(self.stats, self.params.means, sum(self.chunk_weights.values()))
+        elif len(self.chunk_weights) >= REMEMBERED_CHUNKS:
+            self.chunk_weights = self.epoch = digest = None
+        else:
+            self.chunk_weights[digest] = weight
+            if self.epoch is not None:
+                self.epoch.total_weight += weight
+        return digest
 
 
 def chunk_stats(family: Family, params: Params, kernel, X: np.ndarray, w: np.ndarray,

@@ -3,6 +3,8 @@ rows with step 1, the exact average during the burn-in, the truncated sets, and 
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -226,6 +228,27 @@ def test_chunks_that_come_back_take_incremental_em_steps(family_name):
         np.testing.assert_allclose(em.params.weights, weights, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(em.params.covariances, cov, rtol=1e-7, atol=1e-9)
     assert em.epoch is not None and len(em.epoch.visited) == 3  # the third epoch began at chunk 700:1100
+
+
+def test_an_endless_stream_forgets_its_chunks(monkeypatch):
+    """Beyond REMEMBERED_CHUNKS distinct chunks a stream forgets them and any epoch: the step that meets one
+    more is stepwise EM's from the running statistics, and a chunk seen before is not known again."""
+    X = mixture_data(seed=7, n=1000, D=3, C=4)
+    family = FAMILIES["diag"]
+    monkeypatch.setattr(stepwise, "REMEMBERED_CHUNKS", 3)
+    em = StepwiseEM(family, 4, 1e-6, start("diag", X, 4))
+    chunks = [X[i * 200:(i + 1) * 200] for i in range(5)]
+    for chunk in chunks[:3] + chunks[:1]:
+        em.step(chunk, np.empty(0))
+    assert em.epoch is not None and len(em.chunk_weights) == 3
+    plain = copy.deepcopy(em)
+    plain.chunk_weights, plain.epoch = None, None
+    for chunk in chunks[3:] + chunks[:2]:
+        em.step(chunk, np.empty(0))
+        plain.step(chunk, np.empty(0))
+        assert em.chunk_weights is None and em.epoch is None
+        np.testing.assert_array_equal(em.params.means, plain.params.means)
+        np.testing.assert_array_equal(em.params.covariances, plain.params.covariances)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
