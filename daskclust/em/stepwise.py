@@ -23,7 +23,7 @@ under the family's cost by the model's own index (:class:`~daskclust.models.infe
 the search of ``predict``), so a stream's rows, which have no K(n) from earlier iterations, start
 from the best sets there are. The family's statistics S2 are second moments about the E-step's
 means; the running statistics are kept about the current means (re-centred after every M-step,
-:meth:`~daskclust.models.base.Family.recentred`), so the two add.
+:meth:`~daskclust.models.base.Family.moved`), so the two add.
 
 When the stream comes back to chunks it has seen (a second epoch over the same data), the steps become
 incremental EM's (:mod:`.revisits`): the statistics of the chunks visited in the epoch replace the running
@@ -161,7 +161,7 @@ class StepwiseEM:
                     if self.epoch is not None:  # the swap changed every chunk's part: an epoch starts from it
                         self.epoch = RevisitEpoch(blended, self.params.means, self.epoch.total_weight)
             new = self.family.m_step(blended, self.params, self.reg)
-            blended = self.family.recentred(blended, new.means - self.params.means)
+            blended = self.family.moved(blended, self.params.means, new.means)
             if self.epoch is not None:
                 self.epoch.moved(self.family, self.params.means, new.means)
             self.params = new

@@ -278,14 +278,10 @@ class Family:
         = S2[c] - S0[c] shift_c shift_c^T, in the family's layout (here the trace, (C,))."""
         return stats.S2 - stats.S0 * np.einsum("cd,cd->c", shift, shift)
 
-    def recentred(self, stats: SuffStats, shift: np.ndarray) -> SuffStats:
-        """The same statistics about the M-step's new means (:meth:`second_about`), so that statistics of
-        later E-steps, which are centred on those means, add to them (stepwise EM)."""
-        return SuffStats(stats.S0.copy(), stats.S1.copy(), self.second_about(stats, shift), stats.scal.copy())
-
     def moved(self, stats: SuffStats, means: np.ndarray, new_means: np.ndarray) -> SuffStats:
-        """Statistics about ``means`` re-centred about any ``new_means`` (:meth:`recentred` moves them only to
-        their own M-step's means). With ybar_c = S1[c] / S0[c] the component's mean of the rows,
+        """Statistics about ``means`` re-centred about ``new_means``, so that statistics of later E-steps, centred
+        on those means, add to them (stepwise and incremental EM): about their own M-step's means (then the
+        second term below is zero) or any others. With ybar_c = S1[c] / S0[c] the component's mean of the rows,
         sum_n q_c(n) (y_n - m_c)(...)^T = [the same about ybar_c] + S0[c] (ybar_c - m_c)(ybar_c - m_c)^T:
         the first term is :meth:`second_about` with shift ybar - mu, the second minus :meth:`second_about` of
         the statistics without S2 and shift ybar - m. A component without weight keeps its (zero) S2."""

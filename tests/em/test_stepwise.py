@@ -58,7 +58,7 @@ def test_recentred_statistics_are_the_second_moments_about_the_new_means(family_
     params = start(family_name, X, 5)
     stats, _ = chunk_stats(family, params, family.kernel_params(params), X, np.empty(0), 5)
     new = family.m_step(stats, params, 1e-6)
-    recentred = family.recentred(stats, new.means - params.means)
+    recentred = family.moved(stats, params.means, new.means)
     R = responsibilities(X, params, family_name)
     np.testing.assert_allclose(recentred.S2, second_moment(X, R, new.means, family_name), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(recentred.S0, R.sum(0), rtol=1e-10)
