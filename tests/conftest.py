@@ -34,7 +34,8 @@ def pytest_configure(config):
 
 def compile_ahead(config) -> str:
     """Run ``tests/compile_ahead.py`` in two processes when the whole suite runs (no paths given, no
-    ``-m``) on a numba cache without the kernels of a default fit (a fresh clone, as in CI), so that the
+    ``-m``) on a numba cache without the kernels of a default fit of float32 data (a fresh clone, as in CI,
+    whose installed wheel carries only the float64 ones: ``setup.py``), so that the
     test processes load the kernels instead of each compiling them. Returns the line for the report's
     header. Runs nothing on a warm cache, for a selection of tests, or with NUMBA_BOUNDSCHECK=1 (the
     marked tests need a few of the bounds-checked kernels, compiled as they go)."""
@@ -49,7 +50,7 @@ def compile_ahead(config) -> str:
 
     if config.args_source != pytest.Config.ArgsSource.TESTPATHS or config.option.markexpr or numba.config.BOUNDSCHECK:
         return "kernels compiled ahead: no (a selection of the tests, or NUMBA_BOUNDSCHECK=1)"
-    if kernels_cached("float64"):
+    if kernels_cached("float32"):  # not float64: a wheel ships those of a default float64 fit (setup.py)
         return "kernels compiled ahead: no (numba's cache holds them)"
     t0 = time.perf_counter()
     script = pathlib.Path(__file__).with_name("compile_ahead.py")
