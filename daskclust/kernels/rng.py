@@ -16,7 +16,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-@njit
+@njit(cache=True)
 def mix64(z):
     """splitmix64 finaliser: a bijective avalanche of a 64-bit integer."""
     z = uint64(z)
