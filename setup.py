@@ -58,4 +58,5 @@ class BuildPyWithKernels(build_py):
             compile_kernels(self.build_lib)
 
 
-setup(cmdclass={"build_py": BuildPyWithKernels})
+if __name__ == "__main__":  # setuptools runs this file as __main__; the tests import it
+    setup(cmdclass={"build_py": BuildPyWithKernels})

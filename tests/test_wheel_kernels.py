@@ -1,0 +1,87 @@
+"""setup.py's build hook: the wheel carries the kernels of a default fit, so that the first
+``daskclust demo`` after ``pip install .`` loads them instead of compiling them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+COUNT_DEMO_COMPILES = """
+from numba.core import event
+import daskclust
+from daskclust.cli.demo import run_demo
+
+class Counter(event.Listener):
+    count = 0
+    def on_start(self, ev):
+        self.count += 1
+    def on_end(self, ev):
+        pass
+
+counter = Counter()
+with event.install_listener("numba:compile", counter):
+    run_demo(400, None, 0)  # the command line's default
+print("DASKCLUST", daskclust.__file__)
+print("COMPILED", counter.count)
+"""
+
+
+def build_hook():
+    spec = importlib.util.spec_from_file_location("daskclust_setup", ROOT / "setup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_tree(tmp_path) -> pathlib.Path:
+    """The package's sources copied as ``build_py`` copies them, without any numba cache."""
+    build_lib = tmp_path / "lib"
+    shutil.copytree(ROOT / "daskclust", build_lib / "daskclust", ignore=shutil.ignore_patterns("__pycache__"))
+    return build_lib
+
+
+def cached_kernels(build_lib: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(build_lib.glob("daskclust/**/__pycache__/*.nbi"))
+
+
+@pytest.mark.slow
+def test_the_first_demo_from_a_built_tree_compiles_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))  # the hook must not write there
+    build_lib = build_tree(tmp_path)
+    build_hook().compile_kernels(str(build_lib))
+    assert cached_kernels(build_lib), "no kernel cached beside the built sources"
+    assert not (tmp_path / "elsewhere").exists()
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["PYTHONPATH"] = str(build_lib)
+    run = subprocess.run([sys.executable, "-c", COUNT_DEMO_COMPILES], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in run.stdout.splitlines() if line.startswith(("DASKCLUST", "COMPILED")))
+    assert pathlib.Path(lines["DASKCLUST"]).is_relative_to(build_lib)
+    assert lines["COMPILED"] == "0", run.stdout[-3000:]
+
+
+def test_the_hook_can_be_turned_off(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DASKCLUST_BUILD_KERNELS", "0")
+    build_lib = build_tree(tmp_path)
+    build_hook().compile_kernels(str(build_lib))
+    assert cached_kernels(build_lib) == []
+    assert "ships no compiled kernels" in capsys.readouterr().err
+
+
+def test_a_failing_compile_leaves_the_build_going(tmp_path, capsys):
+    """A build tree whose package cannot be imported: a message, no exception."""
+    broken = tmp_path / "lib" / "daskclust"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('a broken build tree')\n")
+    build_hook().compile_kernels(str(tmp_path / "lib"))
+    assert "compile on first use" in capsys.readouterr().err
