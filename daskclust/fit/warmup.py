@@ -22,6 +22,9 @@ data when float64 was prepared, other seedings, ``search="full"``, many dimensio
 compile when first used, once per machine. :func:`compiling_ahead` starts the helper earlier,
 while the caller still imports, makes its data and starts its cluster (``daskclust demo``).
 
+An installed wheel already carries this module's kernels for float64 data: its build ran
+:func:`main` in the build tree (``setup.py``), whose numba caches the wheel ships.
+
 A failure here is logged and ignored: the fit then compiles what it needs itself.
 """
 
