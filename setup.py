@@ -3,10 +3,11 @@
 numba compiles daskclust's kernels on first use and keeps them in its cache, ``__pycache__``
 beside each source, keyed by the source's content, the numba and Python versions and the CPU.
 ``pip install .`` builds a wheel and installs it on the same machine, so after copying the
-package into the build tree (``build_py``) this hook compiles there the kernels of a default
-fit of float64 data (what ``daskclust demo`` and a first ``KMeans().fit`` run:
-:func:`daskclust.fit.warmup.main`, two processes); the wheel then carries them and the first run
-after the install loads them instead of compiling them (about 10 s on two cores).
+package into the build tree (``build_py``) this hook compiles there the kernels of default
+``KMeans`` and ``GaussianMixture`` fits of float64 data (what ``daskclust demo`` runs, and a
+first fit of either: :mod:`daskclust.estimators.wheel_kernels`); the wheel then carries them and
+the first fits after the install load them instead of compiling them (about 10 s on two cores
+for the demo, 7-8 s more for a mixture).
 
 Nothing is lost if this cannot run (another numba than the one installed, another CPU, a
 read-only install, ``DASKCLUST_BUILD_KERNELS=0``, a failure): numba then compiles on first use,
@@ -34,7 +35,7 @@ def compile_kernels(build_lib: str) -> None:
     env = dict(os.environ)
     env.pop("NUMBA_CACHE_DIR", None)  # the caches beside the sources, which the wheel carries
     env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(build_lib)] + [p for p in [env.get("PYTHONPATH")] if p])
-    code = "from daskclust.fit.warmup import main; raise SystemExit(main())"
+    code = "from daskclust.estimators.wheel_kernels import main; raise SystemExit(main())"
     try:
         done = subprocess.run([sys.executable, "-c", code], env=env, cwd=build_lib, timeout=900,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True)

@@ -22,8 +22,9 @@ data when float64 was prepared, other seedings, ``search="full"``, many dimensio
 compile when first used, once per machine. :func:`compiling_ahead` starts the helper earlier,
 while the caller still imports, makes its data and starts its cluster (``daskclust demo``).
 
-An installed wheel already carries this module's kernels for float64 data: its build ran
-:func:`main` in the build tree (``setup.py``), whose numba caches the wheel ships.
+An installed wheel already carries this module's kernels for float64 data: its build ran them
+in the build tree (``setup.py``, :mod:`daskclust.estimators.wheel_kernels`), whose numba caches
+the wheel ships.
 
 A failure here is logged and ignored: the fit then compiles what it needs itself.
 """
@@ -411,20 +412,3 @@ def _prepare(client, dtype: str, helper: bool, announce) -> KernelReport:
             if own is not None:  # overran or interrupted: leave nothing behind
                 own.end()
     return KernelReport(compiled=True, helper=own is not None, units=tuple(ran))
-
-
-def main(dtype: str = "float64") -> int:
-    """Compile the kernels of a default fit of ``dtype`` data into numba's cache (:func:`prepare_kernels`,
-    on two cores) and print what was done; the wheel's build runs it (``setup.py``). Returns 0 when a
-    new process then finds them in the cache (:func:`kernels_cached`), 1 otherwise."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # prepare_kernels logs a failure
-    report = prepare_kernels(None, dtype)
-    check = f"from daskclust.fit.warmup import kernels_cached; raise SystemExit(0 if kernels_cached({dtype!r}) else 1)"
-    cached = subprocess.run([sys.executable, "-c", check], stdin=subprocess.DEVNULL).returncode == 0
-    if not report.compiled:
-        print(f"the kernels of a default fit of {dtype} data were already in numba's cache")
-    else:
-        print(f"compiled the kernels of a default fit of {dtype} data into numba's cache in {report.seconds:.1f} s "
-              f"({'two processes' if report.helper else 'one process'})")
-    return 0 if cached else 1
-
