@@ -1,6 +1,6 @@
 """setup.py's build hook: the wheel carries the kernels of default fits, so that the first
-``daskclust demo`` and the first default ``GaussianMixture`` fit after ``pip install .`` load
-them instead of compiling them."""
+``daskclust demo`` and the first default ``KMeans`` and ``GaussianMixture`` fits of float64 data
+after ``pip install .`` load them instead of compiling them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ COUNT_COMPILES = """
 import numpy as np
 from numba.core import event
 import daskclust
-from daskclust import GaussianMixture
+from daskclust import GaussianMixture, KMeans
 from daskclust.cli.demo import run_demo
 
 class Counter(event.Listener):
@@ -31,17 +31,20 @@ class Counter(event.Listener):
         pass
 
 rng = np.random.default_rng(7)
-X = rng.standard_normal((3000, 3)) + 6 * rng.standard_normal((12, 3))[np.arange(3000) % 12]
-demo, mixture = Counter(), Counter()
+blobs = rng.standard_normal((3000, 3)) + 6 * rng.standard_normal((12, 3))[np.arange(3000) % 12]
+noise = rng.standard_normal((4000, 10))  # no structure: the seedings search by matrix products
+demo, fits = Counter(), Counter()
 with event.install_listener("numba:compile", demo):
     run_demo(400, None, 0)
-with event.install_listener("numba:compile", mixture):
-    model = GaussianMixture(12, random_state=0).fit(X)
-    model.predict(X)
-    model.score_samples(X)
+with event.install_listener("numba:compile", fits):
+    for X in (blobs, noise):
+        for model in (KMeans(12, random_state=0), GaussianMixture(12, random_state=0)):
+            model.fit(X)
+            model.predict(X)
+            model.score(X)
 print("DASKCLUST", daskclust.__file__)
 print("DEMO", demo.names)
-print("MIXTURE", mixture.names)
+print("FITS", fits.names)
 """
 
 
@@ -64,7 +67,7 @@ def cached_kernels(build_lib: pathlib.Path) -> list[pathlib.Path]:
 
 
 @pytest.mark.slow
-def test_the_first_demo_and_mixture_from_a_built_tree_compile_nothing(tmp_path, monkeypatch):
+def test_the_first_demo_and_default_fits_from_a_built_tree_compile_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))  # the hook must not write there
     build_lib = build_tree(tmp_path)
     build_hook().compile_kernels(str(build_lib))
@@ -77,10 +80,10 @@ def test_the_first_demo_and_mixture_from_a_built_tree_compile_nothing(tmp_path, 
                          text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in run.stdout.splitlines() if line.startswith(("DASKCLUST", "DEMO",
-                                                                                              "MIXTURE")))
+                                                                                              "FITS")))
     assert pathlib.Path(lines["DASKCLUST"]).is_relative_to(build_lib)
     assert lines["DEMO"] == "[]", "the demo compiled kernels"
-    assert lines["MIXTURE"] == "[]", "a default GaussianMixture fit compiled kernels"
+    assert lines["FITS"] == "[]", "default KMeans or GaussianMixture fits compiled kernels"
 
 
 def test_the_hook_can_be_turned_off(tmp_path, monkeypatch, capsys):

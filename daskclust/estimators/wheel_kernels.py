@@ -5,9 +5,10 @@ the build tree, and the wheel carries the numba caches it leaves there (``__pyca
 each source, keyed by the source's content, the numba and Python versions and the CPU), so the
 first fits after an install load their kernels instead of compiling them. What compiles: a
 default ``KMeans`` fit of float64 data (:func:`daskclust.fit.warmup.prepare_kernels`, its units on
-two cores: what ``daskclust demo`` runs), then a default ``GaussianMixture`` fit (full covariances)
-of float64 data with ``predict`` and ``score_samples``. Other paths (float32 data, other covariance
-types, searches and seedings, many dimensions) compile on their first use, once per machine.
+two cores: what ``daskclust demo`` runs), then default ``KMeans`` and ``GaussianMixture`` (full
+covariances) fits of float64 data with clusters in 2-D and without structure in 16-D (where the
+seedings search by matrix products), with ``predict`` and ``score``. Other paths (float32 data,
+other covariance types, searches and seedings) compile on their first use, once per machine.
 """
 
 from __future__ import annotations
@@ -18,25 +19,41 @@ import sys
 import time
 import warnings
 
-from ..fit.warmup import TINY_CLUSTERS, prepare_kernels, tiny_data, usable_cores
+import numpy as np
+
+from ..fit.warmup import TINY_CLUSTERS, TINY_ROWS, prepare_kernels, tiny_data, usable_cores
+
+STRUCTURELESS_FEATURES = 16
 
 
-def compile_default_mixture(dtype: str = "float64") -> None:
-    """A default ``GaussianMixture`` of the warm-up's tiny data set (25 blobs), fitted on a private
-    in-process cluster, then its ``predict`` and ``score_samples``: the kernels they run, compiled."""
+def structureless_data(dtype: str = "float64") -> np.ndarray:
+    """(TINY_ROWS, 16) independent standard normal rows: no structure for a ball tree to prune, so the
+    seedings take their matrix-product paths (:func:`~daskclust.seeding.passes.pruning_test`)."""
+    rows = np.random.default_rng(0).standard_normal((TINY_ROWS, STRUCTURELESS_FEATURES))
+    return rows.astype(dtype)
+
+
+def compile_default_fits(dtype: str = "float64") -> None:
+    """Default ``KMeans`` and ``GaussianMixture`` fits of the warm-up's tiny data set (25 blobs in 2-D)
+    and of :func:`structureless_data`, on a private in-process cluster, each followed by ``predict``
+    and ``score`` (``score_samples`` for the mixture): the kernels they run, compiled."""
     from distributed import Client, LocalCluster
 
     from ..engine.cluster import profiler_off
     from .gaussian_mixture import GaussianMixture
+    from .kmeans import KMeans
 
-    X = tiny_data(dtype)
     with profiler_off(), LocalCluster(n_workers=1, threads_per_worker=usable_cores(), processes=False,
                                       dashboard_address=None) as cluster, \
             Client(cluster, set_as_default=False) as client, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. a ConvergenceWarning of the tiny fit
-        model = GaussianMixture(TINY_CLUSTERS, random_state=0).fit(X, client=client)
-    model.predict(X)
-    model.score_samples(X)
+        warnings.simplefilter("ignore")  # e.g. a ConvergenceWarning of a tiny fit
+        for X in (tiny_data(dtype), structureless_data(dtype)):
+            for model in (KMeans(TINY_CLUSTERS, random_state=0), GaussianMixture(TINY_CLUSTERS, random_state=0)):
+                model.fit(X, client=client)
+                model.predict(X)
+                model.score(X)
+                if hasattr(model, "score_samples"):
+                    model.score_samples(X)
 
 
 def main() -> int:
@@ -46,7 +63,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # prepare_kernels logs a failure
     t0 = time.perf_counter()
     prepare_kernels(None, "float64")
-    compile_default_mixture("float64")
+    compile_default_fits("float64")
     check = "from daskclust.fit.warmup import kernels_cached; raise SystemExit(0 if kernels_cached('float64') else 1)"
     cached = subprocess.run([sys.executable, "-c", check], stdin=subprocess.DEVNULL).returncode == 0
     print(f"compiled the kernels of default KMeans and GaussianMixture fits of float64 data into numba's cache "
