@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-from ..fit.warmup import TINY_CLUSTERS, TINY_ROWS, prepare_kernels, tiny_data, usable_cores
+from ..fit.warmup import TINY_CLUSTERS, TINY_ROWS, prepare_kernels, private_client, tiny_data, usable_cores
 
 STRUCTURELESS_FEATURES = 16
 
@@ -37,15 +37,10 @@ def compile_default_fits(dtype: str = "float64") -> None:
     """Default ``KMeans`` and ``GaussianMixture`` fits of the warm-up's tiny data set (25 blobs in 2-D)
     and of :func:`structureless_data`, on a private in-process cluster, each followed by ``predict``
     and ``score`` (``score_samples`` for the mixture): the kernels they run, compiled."""
-    from distributed import Client, LocalCluster
-
-    from ..engine.cluster import profiler_off
     from .gaussian_mixture import GaussianMixture
     from .kmeans import KMeans
 
-    with profiler_off(), LocalCluster(n_workers=1, threads_per_worker=usable_cores(), processes=False,
-                                      dashboard_address=None) as cluster, \
-            Client(cluster, set_as_default=False) as client, warnings.catch_warnings():
+    with private_client(usable_cores()) as client, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. a ConvergenceWarning of a tiny fit
         for X in (tiny_data(dtype), structureless_data(dtype)):
             for model in (KMeans(TINY_CLUSTERS, random_state=0), GaussianMixture(TINY_CLUSTERS, random_state=0)):

@@ -222,16 +222,23 @@ def start_helper(dtype: str, claims: str) -> subprocess.Popen | None:
 
 
 @contextlib.contextmanager
-def _private_engine(dtype: str, threads: int):
-    """The tiny engine on a private in-process cluster of one worker with ``threads`` threads (no
-    dashboard), closed with it."""
+def private_client(threads: int) -> Iterator:
+    """A client of a private in-process cluster of one worker with ``threads`` threads (no dashboard, no
+    profiler, not the default client), closed with it."""
     from distributed import Client, LocalCluster
 
     from ..engine.cluster import profiler_off
 
     with profiler_off(), LocalCluster(n_workers=1, threads_per_worker=threads, processes=False,
                                       dashboard_address=None) as cluster, \
-            Client(cluster, set_as_default=False) as client, _tiny_engine(client, dtype) as engine:
+            Client(cluster, set_as_default=False) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def _private_engine(dtype: str, threads: int):
+    """The tiny engine on a :func:`private_client` of ``threads`` threads, closed with it."""
+    with private_client(threads) as client, _tiny_engine(client, dtype) as engine:
         yield engine
 
 
