@@ -1,4 +1,4 @@
-"""The wheel's build ships the kernels of a default fit compiled for the machine that builds it.
+"""The wheel's build ships the kernels of default fits compiled for the machine that builds it.
 
 numba compiles daskclust's kernels on first use and keeps them in its cache, ``__pycache__``
 beside each source, keyed by the source's content, the numba and Python versions and the CPU.
@@ -28,7 +28,7 @@ SKIP_VARIABLE = "DASKCLUST_BUILD_KERNELS"
 
 
 def compile_kernels(build_lib: str) -> None:
-    """Compile the default fit's kernels into the numba caches of the package copied to ``build_lib``."""
+    """Compile the default fits' kernels into the numba caches of the package copied to ``build_lib``."""
     if os.environ.get(SKIP_VARIABLE, "1") == "0":
         print(f"daskclust: {SKIP_VARIABLE}=0: the wheel ships no compiled kernels", file=sys.stderr)
         return
@@ -50,7 +50,7 @@ def compile_kernels(build_lib: str) -> None:
 
 
 class BuildPyWithKernels(build_py):
-    """``build_py``, then the default fit's kernels compiled into the build tree (not for editable
+    """``build_py``, then the default fits' kernels compiled into the build tree (not for editable
     installs)."""
 
     def run(self):
