@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import dask.array as da
@@ -108,6 +109,13 @@ def kept_entries(X, basis, indices, values):
             for p in range(P):
                 s += basis[q, p] * X[i, p]
             values[i, j] = s
+
+
+@njit(nogil=True, cache=True)
+def count_from(first, out):
+    """out[i] = first + i (IN/OUT: out, int64), without the temporary array of ``np.arange``."""
+    for i in range(out.shape[0]):
+        out[i] = first + i
 
 
 def pack_sketch(values: np.ndarray, indices: np.ndarray, n_features: int) -> np.ndarray:
@@ -422,10 +430,32 @@ class SketchedData:
 @dataclass
 class SketchOp:
     """The one pass: each chunk's rows sketched in source order, written to the store's region of the
-    chunk (``target``) or returned to the driver."""
+    chunk (``target``) or returned to the driver.
+
+    Its arrays are reused from chunk to chunk by each worker thread for the pass (:meth:`arrays`; the op
+    is pickled before any chunk, so ``scratch`` is empty when sent): a fresh array costs the kernel a
+    zeroed page every 4 KiB, about 100,000 page faults a worker over 50 million rows for the values
+    and indices alone, and as many for the rows' numbers.
+    """
 
     transform: SketchTransform
     target: Location | None
+    scratch: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def arrays(self, n_rows: int, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(values (n_rows, Q) of ``dtype``, indices (n_rows, Q), source row numbers (SKETCH_BLOCK,) int64)
+        to compute a chunk into: this thread's arrays of the pass, but new values and indices when the
+        sketch goes to the driver (they travel in the accumulator; a store's write copies them)."""
+        Q, index_dtype = self.transform.n_kept, self.transform.index_dtype
+        if self.target is None:
+            return (np.empty((n_rows, Q), dtype=dtype), np.empty((n_rows, Q), dtype=index_dtype),
+                    np.empty(SKETCH_BLOCK, dtype=np.int64))
+        values, indices, numbers = self.scratch.get(threading.get_ident(), (np.empty((0, Q), dtype), None, None))
+        if values.shape[0] < n_rows or values.dtype != dtype:
+            values, indices = np.empty((n_rows, Q), dtype=dtype), np.empty((n_rows, Q), dtype=index_dtype)
+            numbers = np.empty(SKETCH_BLOCK, dtype=np.int64)
+            self.scratch[threading.get_ident()] = values, indices, numbers
+        return values[:n_rows], indices[:n_rows], numbers
 
     def new_acc(self) -> dict:
         Q = self.transform.n_kept
@@ -435,21 +465,26 @@ class SketchOp:
 
     def run(self, chunk: Chunk, acc: dict) -> None:
         X, w = chunk.X, chunk.w
-        rows = chunk.source_rows(np.arange(chunk.n_rows))
+        rows = None  # the source's order: rows chunk.start onwards, numbered block by block below
         if chunk.perm is not None:  # rows kept in another order: sketched and written in the source's
+            rows = chunk.source_rows(np.arange(chunk.n_rows))
             order = np.argsort(rows, kind="stable")
             X, rows, w = X[order], rows[order], (w[order] if w.shape[0] else w)
-        Q = self.transform.n_kept
-        values = np.empty((chunk.n_rows, Q), dtype=chunk.X.dtype)
-        indices = np.empty((chunk.n_rows, Q), dtype=self.transform.index_dtype)
+        values, indices, numbers = self.arrays(chunk.n_rows, chunk.X.dtype)
         for start in range(0, chunk.n_rows, SKETCH_BLOCK):  # the DCT's temporaries of one block only
             block = slice(start, start + SKETCH_BLOCK)
-            self.transform.sketch_into(X[block], rows[block], values[block], indices[block])
+            if rows is None:
+                block_rows = numbers[:min(SKETCH_BLOCK, chunk.n_rows - start)]
+                count_from(chunk.start + start, block_rows)
+            else:
+                block_rows = rows[block]
+            self.transform.sketch_into(X[block], block_rows, values[block], indices[block])
         largest = chunk.largest if chunk.largest is not None else max_abs(X)  # measured when validated
         acc["max_abs"][0] = max(acc["max_abs"][0], largest)  # the range rule of every fit (seeding's)
         if self.target is not None:
             write_sketch_rows(self.target, chunk.start, values, indices, w if w.shape[0] else None)
             return
+        rows = chunk.source_rows(np.arange(chunk.n_rows)) if rows is None else rows
         part = {"row": rows, "values": values, "indices": indices, "w": w if w.shape[0] else np.ones(len(rows))}
         acc.update(self.merge(acc, {**part, "max_abs": acc["max_abs"]}))
 

@@ -69,6 +69,41 @@ def test_sketch_is_deterministic_across_workers_and_chunking(client, client_one_
     assert np.allclose(np.take_along_axis(full, a.indices.astype(int), axis=1), a.values, rtol=0, atol=1e-12)
 
 
+def test_a_pass_to_a_store_reuses_its_arrays_per_thread(tmp_path):
+    """Written to a store, every chunk of a thread is sketched into the same arrays (no fresh pages per
+    chunk), a shorter last chunk into their head, and the store holds every row's sketch; sent to the
+    driver, every chunk gets arrays of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import zarr
+
+    from daskclust.data import as_chunked_data
+    from daskclust.engine.ops import Chunk
+    from daskclust.io import Location
+    from daskclust.transforms.sketch import SketchOp, create_store
+
+    X, _ = blobs(1000, 12, 3, seed=2)
+    transform = SketchTransform.draw(12, 3, 1, "dct", 0)
+    target = Location.parse(tmp_path / "s.zarr")
+    create_store(target, transform, as_chunked_data(X, chunk_rows=300))
+    op = SketchOp(transform, target)
+    seen = []
+    for start in (0, 300, 600, 900):
+        rows = X[start:start + 300]
+        seen.append(op.arrays(len(rows), rows.dtype))
+        op.run(Chunk(start // 300, start, rows, np.zeros(0)), op.new_acc())
+    assert all(np.shares_memory(a[0], seen[0][0]) and np.shares_memory(a[1], seen[0][1]) for a in seen)
+    assert len(op.scratch) == 1 and seen[-1][0].shape == (100, 3)
+    with ThreadPoolExecutor(1) as other:
+        other.submit(op.arrays, 300, X.dtype).result()
+    assert len(op.scratch) == 2
+    values, indices = transform.sketch_rows(X, np.arange(1000))
+    group = zarr.open_group(target.url, mode="r")
+    assert np.array_equal(group["values"][:], values.astype(X.dtype)) and np.array_equal(group["indices"][:], indices)
+    to_driver = SketchOp(transform, None)
+    assert not np.shares_memory(to_driver.arrays(300, X.dtype)[0], to_driver.arrays(300, X.dtype)[0])
+
+
 def test_weights_travel_with_the_sketch(client, tmp_path):
     X, _ = blobs(500, 10, 3, seed=2)
     w = np.random.default_rng(0).uniform(0.5, 2, len(X))
