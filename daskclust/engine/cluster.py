@@ -135,15 +135,33 @@ def start_local_cluster(**kwargs) -> LocalCluster:
     Scheduler, workers, nannies and the dashboard listen on 127.0.0.1 (an open scheduler runs
     anyone's code), over TCP also when the workers are threads of this process; the dashboard
     goes on a free port so that a busy 8787 is no error. On Python 3.11 the workers' statistical
-    profiler is off (:func:`profiler_off`).
+    profiler is off (:func:`profiler_off`); worker processes start with :data:`WORKER_MALLOC`.
     """
     options = dict(host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0", processes=True)
     options.update(kwargs)
     if not options["processes"]:
         options.setdefault("protocol", "tcp://")  # Dask's in-memory default cannot bind to a host
         options.setdefault("worker_dashboard_address", f"{LOOPBACK}:0")
-    with profiler_off():
+    with profiler_off(), dask.config.set(worker_malloc()):
         return LocalCluster(**options)
+
+
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 64 << 20}
+"""glibc's allocator settings of the worker processes daskclust starts: blocks up to 32 MiB come from
+the heap, and up to 64 MiB of freed memory stays mapped, so that the scratch arrays a pass allocates
+for every chunk (the E-step's pair records, a sketch's draws) reuse the same pages. Dask's default
+(``MALLOC_TRIM_THRESHOLD_=65536``, which also fixes the mmap threshold at 128 KiB) maps and zeroes
+every such block anew: measured for issue 26, a spherical fit at C = 16384 on the BIRCH grid took
+257,000 page faults in its two workers with Dask's setting and 18,900 with these, a KMeans iteration
+on a streamed 10-million-row store 122,000 and 1,155."""
+
+
+def worker_malloc() -> dict:
+    """Dask config giving worker processes :data:`WORKER_MALLOC` before they start
+    (``distributed.nanny.pre-spawn-environ``; a variable already in this process's environment, the
+    user's own, still wins, as Dask documents). distributed also copies these into this process's
+    environment when it starts a worker, as it does its own defaults."""
+    return {f"distributed.nanny.pre-spawn-environ.{name}": value for name, value in WORKER_MALLOC.items()}
 
 
 def profiler_off():

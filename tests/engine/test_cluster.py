@@ -366,6 +366,27 @@ def test_the_embedded_cluster_listens_on_loopback_only():
         cl.close()
 
 
+def test_embedded_workers_start_with_daskclusts_allocator_settings_unless_the_user_set_them(monkeypatch):
+    """Worker processes keep chunk-sized scratch mapped (:data:`WORKER_MALLOC`, set before they start);
+    a variable the user set in the environment wins."""
+    from daskclust.engine.cluster import WORKER_MALLOC
+
+    names = sorted(WORKER_MALLOC)
+    for name in names:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    expected = {**{name: str(value) for name, value in WORKER_MALLOC.items()}, "MALLOC_TRIM_THRESHOLD_": "131072"}
+    with start_local_cluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB") as cl, \
+            Client(cl, set_as_default=False) as c:
+        seen = list(c.run(lambda: {name: os.environ.get(name) for name in names}).values())
+    assert seen == [expected]
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_")
+    with start_local_cluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB") as cl, \
+            Client(cl, set_as_default=False) as c:
+        seen = list(c.run(lambda: {name: os.environ.get(name) for name in names}).values())
+    assert seen == [{name: str(value) for name, value in WORKER_MALLOC.items()}]
+
+
 def test_the_local_cluster_script_listens_on_loopback_only(tmp_path):
     port = free_port()
     env = dict(os.environ, DASKCLUST_CLUSTER_DIR=str(tmp_path),
