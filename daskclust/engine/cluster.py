@@ -149,7 +149,7 @@ def start_local_cluster(**kwargs) -> LocalCluster:
 WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 64 << 20}
 """glibc's allocator settings of the worker processes daskclust starts: blocks up to 32 MiB come from
 the heap, and up to 64 MiB of freed memory stays mapped, so that the scratch arrays a pass allocates
-for every chunk (the E-step's pair records, a sketch's draws) reuse the same pages. Dask's default
+for every chunk (the E-step's pair records and their merges) reuse the same pages. Dask's default
 (``MALLOC_TRIM_THRESHOLD_=65536``, which also fixes the mmap threshold at 128 KiB) maps and zeroes
 every such block anew: measured for issue 26, a spherical fit at C = 16384 on the BIRCH grid took
 257,000 page faults in its two workers with Dask's setting and 18,900 with these, a KMeans iteration

@@ -434,8 +434,8 @@ class SketchOp:
 
     Its arrays are reused from chunk to chunk by each worker thread for the pass (:meth:`arrays`; the op
     is pickled before any chunk, so ``scratch`` is empty when sent): a fresh array costs the kernel a
-    zeroed page every 4 KiB, about 100,000 page faults a worker over 50 million rows for the values
-    and indices alone, and as many for the rows' numbers.
+    zeroed page every 4 KiB, about 200,000 page faults in two workers sketching 50 million rows of 32
+    features into a store, against 5,500 with the arrays reused (measured for issue 26).
     """
 
     transform: SketchTransform
