@@ -28,7 +28,6 @@ Three tables in one run (2 workers x 1 thread; the out-of-core part on its own 2
 from __future__ import annotations
 
 import os
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -40,11 +39,13 @@ from scipy.optimize import linear_sum_assignment
 from .. import GaussianMixture, KMeans
 from ..data import as_chunked_data, open_zarr_array
 from ..engine.engine import Engine
+from ..engine.ops import ThreadScratch
 from ..estimators.sketched import SketchedGaussianMixture
 from ..io import Location, discard, remove_store
 from ..persistence.sketch import create_sketch_store, write_sketch_rows
 from ..seeding.passes import NearestIndex
 from ..transforms import Sketch, SketchedData
+from ..transforms.sketch import feature_index_dtype
 from .data import birch_array, blobs_array
 from .outofcore import ReadOnly, bench_dir, dataset, drop_page_cache, engine_read, read_floor, worker_cpu
 from .realdata import data_dir
@@ -218,18 +219,15 @@ class WriteSketchBytes:
     target: Location
     n_kept: int
     index_dtype: np.dtype
-    zeros: dict = field(default_factory=dict, repr=False, compare=False)
+    zeros: ThreadScratch = field(default_factory=lambda: ThreadScratch(np.zeros), repr=False, compare=False)
 
     def new_acc(self) -> int:
         return 0
 
     def run(self, chunk, acc: int) -> None:
-        values, indices = self.zeros.get(threading.get_ident(), (np.zeros((0, 0), chunk.X.dtype), None))
-        if values.shape[0] < chunk.n_rows:
-            values = np.zeros((chunk.n_rows, self.n_kept), chunk.X.dtype)
-            indices = np.zeros((chunk.n_rows, self.n_kept), self.index_dtype)
-            self.zeros[threading.get_ident()] = values, indices
-        write_sketch_rows(self.target, chunk.start, values[:chunk.n_rows], indices[:chunk.n_rows], None)
+        values, indices = self.zeros.rows(chunk.n_rows, ((self.n_kept,), chunk.X.dtype),
+                                          ((self.n_kept,), self.index_dtype))
+        write_sketch_rows(self.target, chunk.start, values, indices, None)
 
     @staticmethod
     def merge(a: int, b: int) -> int:
@@ -245,7 +243,7 @@ def read_write_floor(client, path: str, target: Location, cold: bool, passes: in
     virtual machine's disk (1 GB in 100 files: 6.5 s once, then 0.3-0.5 s, on this project's benchmark
     machine for issue 26)."""
     data = as_chunked_data(path)
-    index_dtype = np.min_scalar_type(data.n_features - 1)
+    index_dtype = feature_index_dtype(data.n_features)
     seconds = []
     with Engine(data, client, persist=False, fingerprint=False) as engine:
         engine.map_reduce(ReadOnly())

@@ -9,6 +9,8 @@ associative; sums may differ between cluster layouts only by round-off.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -97,6 +99,31 @@ class Paired:
 
     def compact(self, acc: tuple) -> tuple:
         return leaving(self.first, acc[0]), leaving(self.second, acc[1])
+
+
+@dataclass
+class ThreadScratch:
+    """Arrays each worker thread computes its chunks of one pass into, reused from chunk to chunk.
+
+    A fresh array costs the kernel a zeroed page every 4 KiB; an op writing every chunk to a store
+    (the sketch pass) computes them all into the same arrays instead. An op holds one as a field: it
+    is pickled before any chunk, so each worker starts with none and each of its threads makes its
+    own on its first chunk. ``new`` makes them (``np.empty``; ``np.zeros`` for arrays written as
+    they are).
+    """
+
+    new: Callable[..., np.ndarray] = np.empty
+    held: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def rows(self, n_rows: int, *specs: tuple[tuple[int, ...], Any]) -> list[np.ndarray]:
+        """Arrays of shape (n_rows, *shape) and dtype for each (shape, dtype) of ``specs``: the heads of
+        this thread's arrays where they are as long and of these dtypes, else new ones it keeps."""
+        arrays = self.held.get(threading.get_ident())
+        kinds = [(tuple(shape), np.dtype(dtype)) for shape, dtype in specs]
+        if arrays is None or arrays[0].shape[0] < n_rows or [(a.shape[1:], a.dtype) for a in arrays] != kinds:
+            arrays = [self.new((n_rows, *shape), dtype) for shape, dtype in specs]
+            self.held[threading.get_ident()] = arrays
+        return [a[:n_rows] for a in arrays]
 
 
 def add_arrays(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -34,7 +33,7 @@ from ..data.ranges import check_not_too_small
 from ..data.sources import BlockSource, PackedArrays
 from ..engine.cluster import connect
 from ..engine.engine import Engine
-from ..engine.ops import Chunk, merge_row_lists
+from ..engine.ops import Chunk, ThreadScratch, merge_row_lists
 from ..errors import InvalidDataError, InvalidParameterError
 from ..io import Location, check_target, describe_source, input_stores, store_root, writing
 from ..kernels.index_bits import floats_as_indices, indices_as_floats
@@ -109,6 +108,11 @@ def kept_entries(X, basis, indices, values):
             for p in range(P):
                 s += basis[q, p] * X[i, p]
             values[i, j] = s
+
+
+def feature_index_dtype(n_features: int) -> np.dtype:
+    """The smallest unsigned integer type holding every feature index 0 ... P - 1."""
+    return np.min_scalar_type(n_features - 1)
 
 
 @njit(nogil=True, cache=True)
@@ -210,8 +214,8 @@ class SketchTransform:
 
     @property
     def index_dtype(self) -> np.dtype:
-        """The smallest unsigned integer type holding every feature index."""
-        return np.min_scalar_type(self.n_features - 1)
+        """The type of the kept entries' indices (:func:`feature_index_dtype`)."""
+        return feature_index_dtype(self.n_features)
 
     def precondition_rows(self, X: np.ndarray) -> np.ndarray:
         """x~ = H D x for every row (float64); the identity without preconditioning."""
@@ -440,22 +444,15 @@ class SketchOp:
 
     transform: SketchTransform
     target: Location | None
-    scratch: dict = field(default_factory=dict, repr=False, compare=False)
+    scratch: ThreadScratch = field(default_factory=ThreadScratch, repr=False, compare=False)
 
-    def arrays(self, n_rows: int, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(values (n_rows, Q) of ``dtype``, indices (n_rows, Q), source row numbers (SKETCH_BLOCK,) int64)
-        to compute a chunk into: this thread's arrays of the pass, but new values and indices when the
-        sketch goes to the driver (they travel in the accumulator; a store's write copies them)."""
-        Q, index_dtype = self.transform.n_kept, self.transform.index_dtype
-        if self.target is None:
-            return (np.empty((n_rows, Q), dtype=dtype), np.empty((n_rows, Q), dtype=index_dtype),
-                    np.empty(SKETCH_BLOCK, dtype=np.int64))
-        values, indices, numbers = self.scratch.get(threading.get_ident(), (np.empty((0, Q), dtype), None, None))
-        if values.shape[0] < n_rows or values.dtype != dtype:
-            values, indices = np.empty((n_rows, Q), dtype=dtype), np.empty((n_rows, Q), dtype=index_dtype)
-            numbers = np.empty(SKETCH_BLOCK, dtype=np.int64)
-            self.scratch[threading.get_ident()] = values, indices, numbers
-        return values[:n_rows], indices[:n_rows], numbers
+    def arrays(self, n_rows: int, dtype) -> list[np.ndarray]:
+        """(values (n_rows, Q) of ``dtype``, indices (n_rows, Q), source row numbers (n_rows,) int64) to
+        compute a chunk into: this thread's arrays of the pass, but new ones when the sketch goes to the
+        driver (they travel in the accumulator; a store's write copies them)."""
+        scratch = self.scratch if self.target is not None else ThreadScratch()
+        Q = self.transform.n_kept
+        return scratch.rows(n_rows, ((Q,), dtype), ((Q,), self.transform.index_dtype), ((), np.int64))
 
     def new_acc(self) -> dict:
         Q = self.transform.n_kept
@@ -465,26 +462,23 @@ class SketchOp:
 
     def run(self, chunk: Chunk, acc: dict) -> None:
         X, w = chunk.X, chunk.w
-        rows = None  # the source's order: rows chunk.start onwards, numbered block by block below
+        rows = None  # the source's order: rows chunk.start onwards, numbered below
         if chunk.perm is not None:  # rows kept in another order: sketched and written in the source's
             rows = chunk.source_rows(np.arange(chunk.n_rows))
             order = np.argsort(rows, kind="stable")
             X, rows, w = X[order], rows[order], (w[order] if w.shape[0] else w)
         values, indices, numbers = self.arrays(chunk.n_rows, chunk.X.dtype)
+        if rows is None:
+            rows = numbers
+            count_from(chunk.start, rows)
         for start in range(0, chunk.n_rows, SKETCH_BLOCK):  # the DCT's temporaries of one block only
             block = slice(start, start + SKETCH_BLOCK)
-            if rows is None:
-                block_rows = numbers[:min(SKETCH_BLOCK, chunk.n_rows - start)]
-                count_from(chunk.start + start, block_rows)
-            else:
-                block_rows = rows[block]
-            self.transform.sketch_into(X[block], block_rows, values[block], indices[block])
+            self.transform.sketch_into(X[block], rows[block], values[block], indices[block])
         largest = chunk.largest if chunk.largest is not None else max_abs(X)  # measured when validated
         acc["max_abs"][0] = max(acc["max_abs"][0], largest)  # the range rule of every fit (seeding's)
         if self.target is not None:
             write_sketch_rows(self.target, chunk.start, values, indices, w if w.shape[0] else None)
             return
-        rows = chunk.source_rows(np.arange(chunk.n_rows)) if rows is None else rows
         part = {"row": rows, "values": values, "indices": indices, "w": w if w.shape[0] else np.ones(len(rows))}
         acc.update(self.merge(acc, {**part, "max_abs": acc["max_abs"]}))
 

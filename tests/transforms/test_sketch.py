@@ -93,10 +93,10 @@ def test_a_pass_to_a_store_reuses_its_arrays_per_thread(tmp_path):
         seen.append(op.arrays(len(rows), rows.dtype))
         op.run(Chunk(start // 300, start, rows, np.zeros(0)), op.new_acc())
     assert all(np.shares_memory(a[0], seen[0][0]) and np.shares_memory(a[1], seen[0][1]) for a in seen)
-    assert len(op.scratch) == 1 and seen[-1][0].shape == (100, 3)
+    assert len(op.scratch.held) == 1 and seen[-1][0].shape == (100, 3)
     with ThreadPoolExecutor(1) as other:
         other.submit(op.arrays, 300, X.dtype).result()
-    assert len(op.scratch) == 2
+    assert len(op.scratch.held) == 2
     values, indices = transform.sketch_rows(X, np.arange(1000))
     group = zarr.open_group(target.url, mode="r")
     assert np.array_equal(group["values"][:], values.astype(X.dtype)) and np.array_equal(group["indices"][:], indices)
