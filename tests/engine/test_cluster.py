@@ -368,23 +368,28 @@ def test_the_embedded_cluster_listens_on_loopback_only():
 
 def test_embedded_workers_start_with_daskclusts_allocator_settings_unless_the_user_set_them(monkeypatch):
     """Worker processes keep chunk-sized scratch mapped (:data:`WORKER_MALLOC`, set before they start);
-    a variable the user set in the environment wins."""
-    from daskclust.engine.cluster import WORKER_MALLOC
+    a variable the user set in the environment wins; workers of a small memory limit keep Dask's
+    setting; and starting a cluster leaves this process's environment as it was, so that the next
+    cluster does not take the last one's variables for the user's."""
+    from daskclust.engine.cluster import MALLOC_MIN_MEMORY, WORKER_MALLOC
 
     names = sorted(WORKER_MALLOC)
+    ours = {name: str(value) for name, value in WORKER_MALLOC.items()}
+
+    def workers_see(memory_limit):
+        with start_local_cluster(n_workers=1, threads_per_worker=1, memory_limit=memory_limit) as cl, \
+                Client(cl, set_as_default=False) as c:
+            return list(c.run(lambda: {name: os.environ.get(name) for name in names}).values())
+
     for name in names:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
-    expected = {**{name: str(value) for name, value in WORKER_MALLOC.items()}, "MALLOC_TRIM_THRESHOLD_": "131072"}
-    with start_local_cluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB") as cl, \
-            Client(cl, set_as_default=False) as c:
-        seen = list(c.run(lambda: {name: os.environ.get(name) for name in names}).values())
-    assert seen == [expected]
+    assert workers_see(MALLOC_MIN_MEMORY) == [{**ours, "MALLOC_TRIM_THRESHOLD_": "131072"}]
+    assert os.environ.get("MALLOC_MMAP_THRESHOLD_") is None
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_")
-    with start_local_cluster(n_workers=1, threads_per_worker=1, memory_limit="1GiB") as cl, \
-            Client(cl, set_as_default=False) as c:
-        seen = list(c.run(lambda: {name: os.environ.get(name) for name in names}).values())
-    assert seen == [{name: str(value) for name, value in WORKER_MALLOC.items()}]
+    assert workers_see(MALLOC_MIN_MEMORY) == [ours]
+    assert workers_see("1GiB") == [{"MALLOC_MMAP_THRESHOLD_": None, "MALLOC_TRIM_THRESHOLD_": "65536"}]
+    assert all(os.environ.get(name) is None for name in names)
 
 
 def test_the_local_cluster_script_listens_on_loopback_only(tmp_path):
