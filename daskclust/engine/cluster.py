@@ -146,9 +146,9 @@ def start_local_cluster(**kwargs) -> LocalCluster:
         options.setdefault("protocol", "tcp://")  # Dask's in-memory default cannot bind to a host
         options.setdefault("worker_dashboard_address", f"{LOOPBACK}:0")
     malloc = worker_malloc(options.get("memory_limit", "auto"), options.get("threads_per_worker") or 1)
-    spawn_environ = dask.config.get("distributed.nanny.pre-spawn-environ")
-    with profiler_off(), dask.config.set(malloc), environment_kept([*spawn_environ, *WORKER_MALLOC]):
-        return LocalCluster(**options)
+    with profiler_off(), dask.config.set(malloc):
+        with environment_kept(dask.config.get("distributed.nanny.pre-spawn-environ")):  # what the nannies copy
+            return LocalCluster(**options)
 
 
 WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 << 20, "MALLOC_TRIM_THRESHOLD_": 64 << 20}
