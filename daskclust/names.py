@@ -12,7 +12,8 @@ from __future__ import annotations
 
 # -- per-chunk state -----------------------------------------------------------------------
 STATE_K = "K"
-"""K(n): each row's truncated cluster set, best first, (n, C') int32 (the E-step)."""
+"""K(n): each row's truncated cluster set, best first, (n, C') ids of
+:func:`~daskclust.kernels.estep.cluster_id_dtype` (the E-step)."""
 STATE_SEED_LABEL = "seed_label"
 """Each row's seed centre, left by the seeding until the first E-step builds K(n) from it."""
 STATE_MIND2 = "mind2"

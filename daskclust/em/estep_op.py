@@ -14,10 +14,11 @@ from ..names import STATE_K, STATE_SEED_LABEL, STREAM_ESTEP
 
 def initial_sets(chunk: Chunk, init_sets: np.ndarray) -> np.ndarray:
     """K(n) before the first E-step: the row of ``init_sets`` of each row's seed centre
-    (the seed centre, then its nearest centres); -1 (unknown) where no seed is known."""
+    (the seed centre, then its nearest centres); -1 (unknown) where no seed is known. Its ids have
+    the type of ``init_sets`` (:func:`~daskclust.kernels.estep.cluster_id_dtype`)."""
     seed_label = chunk.state.get(STATE_SEED_LABEL)
     if seed_label is None:
-        return np.full((chunk.n_rows, init_sets.shape[1]), -1, dtype=np.int32)
+        return np.full((chunk.n_rows, init_sets.shape[1]), -1, dtype=init_sets.dtype)
     return init_sets[seed_label]
 
 
@@ -68,13 +69,16 @@ class EStepOp:
         return EStepAcc(self.family.new_stats(C, D), self.search.new_acc(C))
 
     def run(self, chunk: Chunk, acc: EStepAcc) -> None:
+        ids = self.search.init_sets.dtype
         if self.keep_state:
             K = chunk.state.get(STATE_K)
             if K is None:
                 K = initial_sets(chunk, self.search.init_sets)
                 chunk.state.pop(STATE_SEED_LABEL, None)  # K(n) holds it from now on
+            elif K.dtype != ids:  # restored from a store written with other ids (int32 before int16)
+                K = K.astype(ids)
         else:
-            K = np.empty((chunk.n_rows, 0), dtype=np.int32)
+            K = np.empty((chunk.n_rows, 0), dtype=ids)
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
         acc.search = self.search.estep(chunk, self.kernel, self.n_truncated, K, acc.stats, acc.search, key)
         if self.keep_state:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.ops import Chunk, add_arrays
-from ..kernels.estep import NDIST_POINTS
+from ..kernels.estep import NDIST_POINTS, cluster_id_dtype
 from ..models import FAMILIES, Family, Params
 from ..names import STATE_K, STATE_SEED_LABEL
 from ..search import SearchConfig, make_search
@@ -80,8 +80,9 @@ def kmeans_start(engine, centres: np.ndarray, sigma2: float, family: Family, reg
     result = run_em(engine, LoopState(0, kmeans.initial_params(centres, sigma2, 0.0)), settings, search)
     # every row's only candidate is its cluster: equal weights and unit variances make the cost a distance
     hard = family.initial_params(result.params.means, 1.0, 0.0)
-    alone = np.arange(C, dtype=np.int32)[:, None]
-    op = EStepOp(family, family.kernel_params(hard), 1, True, NeighbourhoodPayload(alone, 0, alone), seed, 0)
+    ids = np.arange(C)[:, None]
+    alone = NeighbourhoodPayload(ids.astype(cluster_id_dtype(C)), 0, ids.astype(np.int32))
+    op = EStepOp(family, family.kernel_params(hard), 1, True, alone, seed, 0)
     stats = engine.map_reduce(op).stats
     params = fill_empty(family.m_step(stats, hard, reg), stats.S0, family)
     engine.map_reduce(LabelsAsSeedsOp())

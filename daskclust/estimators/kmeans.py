@@ -104,9 +104,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin, St
         Bytes of cluster memory the data may use when persisted (default half
         the cluster's memory); larger data is streamed from its source each pass.
     state : {"memory", "zarr"}, default="memory"
-        Where the per-row state K(n) (N x C' int32) stays between passes: in the
-        workers' memory beside its chunk, or, when that is too large for the
-        cluster, in a zarr store read and written with each chunk.
+        Where the per-row state K(n) (N x C' ids, 2 bytes each up to C = 32,767,
+        else 4) stays between passes: in the workers' memory beside its chunk,
+        or, when that is too large for the cluster, in a zarr store read and
+        written with each chunk.
     state_store : str or None, default=None
         Location of that store (path or URL every worker reaches); default
         ``<checkpoint>/live-state``, else a temporary directory removed after the fit.

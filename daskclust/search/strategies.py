@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.estep import cluster_id_dtype
 from .neighbours import estimated_neighbours, exact_neighbours
 from .pairs import PairStack
 from .payloads import FullPayload, NeighbourhoodAcc, NeighbourhoodPayload, SampledPayload
@@ -56,6 +57,7 @@ class Search:
             raise ValueError(f"its search state is damaged: {problem}")
         for name in self.STATE:
             setattr(self, name, state[name])
+        self.init_sets = self.init_sets.astype(cluster_id_dtype(self.config.n_clusters), copy=False)  # older: int32
 
     def state_problem(self, state: dict[str, np.ndarray]) -> str | None:
         """Why ``state`` is not a state of this strategy for C clusters, or None."""
@@ -91,7 +93,7 @@ class Search:
     def start(self, centres: np.ndarray, sigma2: float) -> None:
         """Called once with the seeds: exact neighbours give K(n) its first C' clusters."""
         self.exact_idx, self.exact_dist = self.counted_neighbours(centres, self.start_width())
-        self.init_sets = np.full((len(centres), self.config.n_truncated), -1, dtype=np.int32)
+        self.init_sets = np.full((len(centres), self.config.n_truncated), -1, dtype=cluster_id_dtype(len(centres)))
         width = min(self.config.n_truncated, self.exact_idx.shape[1])
         self.init_sets[:, :width] = self.exact_idx[:, :width]
 
@@ -116,7 +118,7 @@ class FullSearch(Search):
         width = min(self.config.n_truncated, self.config.n_clusters)
         if width >= self.config.n_clusters:  # exact EM keeps no K(n)
             width = 1
-        self.init_sets = np.full((len(centres), width), -1, dtype=np.int32)
+        self.init_sets = np.full((len(centres), width), -1, dtype=cluster_id_dtype(len(centres)))
         self.init_sets[:, 0] = np.arange(len(centres))
 
 

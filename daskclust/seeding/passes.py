@@ -2,8 +2,9 @@
 
 Per-chunk state written here: ``mind2`` (squared distance to the nearest
 candidate so far, for draws in proportion to w d^2) and, at the end of every
-seeding, ``seed_label`` (the nearest seed centre, int32), from which the
-truncated E-steps start.
+seeding, ``seed_label`` (the nearest seed centre, of
+:func:`~daskclust.kernels.estep.cluster_id_dtype`), from which the truncated
+E-steps start.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from ..engine.ops import Chunk, add_arrays
 from ..kernels.balltree import build_ball_tree, tree_nearest
 from ..kernels.dense import dense_nearest
+from ..kernels.estep import cluster_id_dtype
 from ..kernels.rng import stream_key
 from ..kernels.seeding import exponential_keys, weighted_sum
 from ..kernels.validation import max_abs
@@ -331,7 +333,7 @@ class AssignOp:
     def run(self, chunk: Chunk, acc) -> None:
         labels, d2, n_dist = nearest_rows(self.index, chunk)
         acc["n_dist"][0] += n_dist
-        chunk.state[STATE_SEED_LABEL] = labels
+        chunk.state[STATE_SEED_LABEL] = labels.astype(cluster_id_dtype(len(self.index.points)))
         _drop_seeding_state(chunk)
         acc["qe"][0] += weighted_sum(chunk.w, d2)
         acc["W"][0] += weighted_sum(chunk.w, np.ones(chunk.n_rows))

@@ -24,7 +24,7 @@ from numba import njit
 
 from ..engine.ops import Chunk
 from ..errors import InvalidDataError
-from ..kernels.estep import NDIST_POINTS, QE, W, estep_full
+from ..kernels.estep import NDIST_POINTS, QE, W, cluster_id_dtype, estep_full
 from ..kernels.index_bits import index_at
 from ..kernels.rng import stream_key, uniform
 from ..models.sketched import SketchedFamily, SketchStats
@@ -100,7 +100,7 @@ class BootstrapOp:
         return SketchStats.zeros(*self.kernel.means.shape)
 
     def run(self, chunk: Chunk, acc: SketchStats) -> None:
-        K = np.empty((chunk.n_rows, 1), dtype=np.int32)
+        K = np.empty((chunk.n_rows, 1), dtype=cluster_id_dtype(len(self.kernel.means)))
         estep_full(chunk.X, chunk.w, self.kernel, 1, K, acc.arrays(), acc.scal)
         chunk.state[STATE_SEED_LABEL] = K[:, 0].copy()
 
