@@ -76,7 +76,8 @@ def kmeans_start(engine, centres: np.ndarray, sigma2: float, family: Family, reg
     C = len(centres)
     kmeans = FAMILIES["kmeans"]
     settings = EMSettings(C, 1, kmeans, KMEANS_MAX_ITER, 0.0, seed=seed, shift_tol=KMEANS_TOL * data_variance)
-    search = make_search("estimated", SearchConfig(C, 1, min(KMEANS_NEIGHBORS, C), 1, metric=True))
+    search = make_search("estimated", SearchConfig(C, 1, min(KMEANS_NEIGHBORS, C), 1, metric=True,
+                                                   n_rows=engine.data.n_samples))
     result = run_em(engine, LoopState(0, kmeans.initial_params(centres, sigma2, 0.0)), settings, search)
     # every row's only candidate is its cluster: equal weights and unit variances make the cost a distance
     hard = family.initial_params(result.params.means, 1.0, 0.0)

@@ -161,7 +161,7 @@ def run_once(client, data, spec: FitSpec, plan: FitPlan, progress: Progress, *, 
     resumed = plan.resumed
     bytes_read = 0
     for attempt in range(MAX_RECOVERIES + 1):
-        search = spec.make_search()
+        search = spec.make_search(data.n_samples)
         try:
             if resumed is None and plan.state_store is not None:
                 reset_state_store(plan.state_store)

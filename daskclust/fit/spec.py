@@ -59,12 +59,13 @@ class FitSpec:
         return EMSettings(self.n_clusters, self.n_truncated, self.family, self.max_iter, self.tol, self.reg,
                           self.n_init_esteps, seed, data=data, absolute_tol=self.absolute_tol)
 
-    def make_search(self) -> Search:
-        """A fresh search strategy: the spec's, or ``"full"`` when every cluster is kept."""
+    def make_search(self, n_rows: int = 0) -> Search:
+        """A fresh search strategy: the spec's, or ``"full"`` when every cluster is kept; ``n_rows``: the rows
+        its E-steps see (0: not known)."""
         C = self.n_clusters
         return make_search(self.search if self.n_truncated < C else "full",
                            SearchConfig(C, self.n_truncated, min(self.n_neighbors, C), self.n_explore, self.n_samples,
-                                        metric=self.family.metric))
+                                        metric=self.family.metric, n_rows=n_rows))
 
     def with_clusters(self, n_clusters: int, n_truncated: int) -> FitSpec:
         """The same fit with another C and C' (greedy learning grows C)."""

@@ -55,7 +55,8 @@ _KEY0 = np.uint64(0)
 
 
 def run_kernel(X, w, centres, sigma2, K, mode, *, neighbours=None, thresholds=None, rows=_NO_ROWS, n_draws=0,
-               n_explore=0, key=_KEY0, collect=True, tsum=None, tcnt=None, source_row=None, explored_pairs=True):
+               n_explore=0, key=_KEY0, collect=True, tsum=None, tcnt=None, source_row=None, explored_pairs=True,
+               pair_stride=1, pair_phase=0):
     """estep_truncated on copies of its IN/OUT arrays, called as EStepOp does."""
     C, D = centres.shape
     S0, S1, SD2, scal = np.zeros(C), np.zeros((C, D)), np.zeros(C), np.zeros(N_SCALARS)
@@ -68,8 +69,8 @@ def run_kernel(X, w, centres, sigma2, K, mode, *, neighbours=None, thresholds=No
         NEIGHBOURHOOD if mode == "neighbourhood" else SAMPLED,
         np.zeros((0, 0), dtype=np.int32) if neighbours is None else neighbours,
         np.zeros(0) if thresholds is None else thresholds, *rows, n_draws, n_explore, key, collect,
-        (S0, S1, SD2), scal, tsum, tcnt, np.zeros(0, dtype=np.int32) if source_row is None else source_row, 1, 0,
-        explored_pairs)
+        (S0, S1, SD2), scal, tsum, tcnt, np.zeros(0, dtype=np.int32) if source_row is None else source_row,
+        pair_stride, pair_phase, explored_pairs)
     return dict(K=K, S0=S0, S1=S1, SD2=SD2, scal=scal, tsum=tsum, tcnt=tcnt, keys=keys, sums=sums,
                 weights=weights, rank=rank)
 
@@ -204,6 +205,26 @@ def test_without_explored_pairs_the_exploration_draws_record_none(k):
     assert set(out["keys"]) <= set(every["keys"])  # the pairs of fewer rows
     assert (out["weights"] <= every["weights"][np.isin(every["keys"], out["keys"])] * (1 + 1e-12)).all()
     assert out["weights"].sum() < every["weights"].sum()
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_pair_stride_records_pairs_outside_the_table_from_its_rows_only(k):
+    """pair_stride s, phase p: the pairs outside G_{c_o} are those of the rows with source row r,
+    (r + p) % s == 0, alone; K(n), the statistics and the in-table sums are every row's."""
+    X, w, centres, K, neighbours, thresholds, tsum, tcnt = neighbourhood_problem(np.float64, True, k, seed=3)
+    source_row = np.random.default_rng(3).permutation(len(X)).astype(np.int32)
+    common = dict(neighbours=neighbours, thresholds=thresholds, n_explore=1, key=np.uint64(7), tsum=tsum, tcnt=tcnt)
+    every = run_kernel(X, w, centres, 0.8, K, "neighbourhood", source_row=source_row, **common)
+    strided = run_kernel(X, w, centres, 0.8, K, "neighbourhood", source_row=source_row, pair_stride=3, pair_phase=1,
+                         **common)
+    for name in ("K", "S0", "S1", "SD2", "tsum", "tcnt"):
+        np.testing.assert_array_equal(strided[name], every[name])
+    chosen = (source_row + 1) % 3 == 0
+    alone = run_kernel(X[chosen], w[chosen], centres, 0.8, K[chosen], "neighbourhood", source_row=source_row[chosen],
+                       **common)
+    assert 0 < strided["weights"].sum() < every["weights"].sum()  # the pairs of a third of the rows
+    for name in ("keys", "sums", "weights", "rank"):
+        np.testing.assert_array_equal(strided[name], alone[name])
 
 
 @pytest.mark.parametrize("k", [1, 3])
