@@ -42,12 +42,13 @@ from ..engine.engine import Engine
 from ..engine.ops import ThreadScratch
 from ..estimators.sketched import SketchedGaussianMixture
 from ..io import Location, discard, remove_store
+from ..kernels.estep import cluster_id_dtype
 from ..persistence.sketch import create_sketch_store, write_sketch_rows
 from ..seeding.passes import NearestIndex
 from ..transforms import Sketch, SketchedData
 from ..transforms.sketch import feature_index_dtype
 from .data import birch_array, blobs_array
-from .outofcore import ReadOnly, bench_dir, dataset, drop_page_cache, engine_read, read_floor, worker_cpu
+from .outofcore import MemoryWatch, ReadOnly, bench_dir, dataset, drop_page_cache, engine_read, read_floor, worker_cpu
 from .realdata import data_dir
 from .runner import Table
 
@@ -326,7 +327,8 @@ def outofcore_table() -> Table:
         os.rename(moved, hidden)  # the fit cannot read the raw rows: it must not need them
         try:
             model = SketchedGaussianMixture(OOC_COMPONENTS, random_state=0, max_iter=5, tol=0)
-            model.fit(SketchedData.open(target), client=client)
+            with MemoryWatch(client) as watch:
+                model.fit(SketchedData.open(target), client=client)
         finally:
             os.rename(hidden, moved)
         sketch_gb = sketched.n_samples * OOC_KEPT * (sketched.values.dtype.itemsize
@@ -334,7 +336,10 @@ def outofcore_table() -> Table:
         table.rows.append(["not controlled", f"SketchedGaussianMixture(C={OOC_COMPONENTS}) on the sketch store, "
                            "5 iterations", model.fit_time_, "-", "-", model.bytes_read_ / 1e9,
                            f"raw store renamed away during the fit; {model.bytes_read_ / (sketch_gb * 1e9):.1f} "
-                           f"reads of the {sketch_gb:.2f} GB sketch"])
+                           f"reads of the {sketch_gb:.2f} GB sketch; peak worker RSS {watch.worker_peak / 2**20:.0f} MB "
+                           f"of {OOC_CLUSTER['memory_limit']} (C' = {model.n_truncated}: K(n) "
+                           f"{sketched.n_samples * model.n_truncated * cluster_id_dtype(OOC_COMPONENTS).itemsize / 1e9:.2f} GB "
+                           "in all)"])
     table.notes.append("the read floor: the faster of the two reads of the raw array in the same page-cache state "
                        "(warm: the array sits in the page cache; cold: the cache is dropped before each read, as "
                        "for data larger than RAM)")
