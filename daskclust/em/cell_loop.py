@@ -108,10 +108,10 @@ class CellEStepOp(EStepOp):
             chunk.state.pop(STATE_SEED_LABEL, None)  # the seeding's, for rows: each cell starts from its mean's
             d2 = ((tree.mean[frontier][:, None, :] - self.kernel.means[None]) ** 2).sum(axis=2)
             K = np.full((len(frontier), self.n_truncated), -1, dtype=ids)
-        elif K.dtype != ids:  # restored from a store written with other ids (int32 before int16)
-            K = K.astype(ids)
             K[:, 0] = np.argmin(d2, axis=1)
             acc.stats.scal[NDIST_POINTS] += d2.size
+        elif K.dtype != ids:  # restored from a store written with other ids (int32 before int16)
+            K = K.astype(ids)
         cells = Chunk(chunk.index, 0, X, w, {}, None, len(frontier))
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
         acc.search = self.search.estep(cells, self.kernel, self.n_truncated, K, acc.stats, acc.search, key)

@@ -8,6 +8,7 @@ import pytest
 
 from daskclust.em.cell_loop import (
     BuildCellsOp,
+    CellEStepOp,
     LeafErrorOp,
     RefineOp,
     cell_lse,
@@ -19,6 +20,7 @@ from daskclust.kernels import kdtree
 from daskclust.models import Params
 from daskclust.models.cell_families import CELL_FAMILIES
 from daskclust.names import STATE_CELL_FRONTIER, STATE_CELL_K
+from daskclust.search import SearchConfig, make_search
 from daskclust.seeding.passes import NearestIndex
 
 pytestmark = pytest.mark.boundscheck  # also run under NUMBA_BOUNDSCHECK=1 (README, .ci/run)
@@ -73,6 +75,28 @@ def test_refinement_splits_every_cell_above_the_threshold_and_raises_the_bound_b
     # at fixed parameters each split raises F by its gain (children keep their parent's K): at least the threshold
     raised = bound(tree, after, kernel, chunk.state[STATE_CELL_K]) - bound(tree, before, kernel, K)
     assert raised >= expanded * threshold * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("restored", [None, np.int32])
+def test_a_cells_first_e_step_starts_each_cell_at_its_means_nearest_component(restored):
+    """K(A) starts at the component whose mean is nearest to the cell's mean (with G = 1, C' = 1 and no
+    exploration the E-step keeps it); K(A) restored in other ids continues from them in the state's."""
+    X, mu = blobs(seed=2)
+    chunk, _ = built_chunk(X)
+    family = CELL_FAMILIES["full"]
+    kernel = family.kernel_params(Params(mu, np.full(4, 0.25), np.broadcast_to(np.eye(2), (4, 2, 2)).copy()))
+    search = make_search("estimated", SearchConfig(4, 1, 1, 0, metric=False))
+    search.start(mu, 1.0)
+    tree = load_tree(chunk.state)
+    frontier = chunk.state[STATE_CELL_FRONTIER]
+    nearest = np.argmin(((tree.mean[frontier][:, None, :] - mu[None]) ** 2).sum(axis=2), axis=1)
+    if restored is not None:
+        chunk.state[STATE_CELL_K] = nearest[:, None].astype(restored)
+    op = CellEStepOp(family, kernel, 1, True, search.payload(), 0, 0)
+    acc = op.new_acc()
+    op.run(chunk, acc)
+    np.testing.assert_array_equal(chunk.state[STATE_CELL_K][:, 0], nearest)
+    assert chunk.state[STATE_CELL_K].dtype == np.int16
 
 
 def test_refinement_children_inherit_their_parents_components():
