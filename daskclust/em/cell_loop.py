@@ -28,7 +28,7 @@ from ..engine.ops import Chunk
 from ..errors import InvalidDataError, InvalidParameterError
 from ..io import Location
 from ..kernels import kdtree
-from ..kernels.estep import NDIST_POINTS, cluster_id_dtype
+from ..kernels.estep import NDIST_POINTS
 from ..kernels.infer import top_components
 from ..kernels.rng import stream_key
 from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_SEED_LABEL, STREAM_ESTEP
@@ -102,7 +102,7 @@ class CellEStepOp(EStepOp):
         tree = load_tree(chunk.state)
         frontier = chunk.state[STATE_CELL_FRONTIER]
         X, w = packed_cells(tree, frontier)
-        ids = cluster_id_dtype(len(self.kernel.means))
+        ids = self.search.init_sets.dtype
         K = chunk.state.get(STATE_CELL_K) if self.keep_state else np.empty((len(frontier), 0), dtype=ids)
         if K is None:
             chunk.state.pop(STATE_SEED_LABEL, None)  # the seeding's, for rows: each cell starts from its mean's
@@ -110,8 +110,6 @@ class CellEStepOp(EStepOp):
             K = np.full((len(frontier), self.n_truncated), -1, dtype=ids)
             K[:, 0] = np.argmin(d2, axis=1)
             acc.stats.scal[NDIST_POINTS] += d2.size
-        elif K.dtype != ids:  # restored from a store written with other ids (int32 before int16)
-            K = K.astype(ids)
         cells = Chunk(chunk.index, 0, X, w, {}, None, len(frontier))
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
         acc.search = self.search.estep(cells, self.kernel, self.n_truncated, K, acc.stats, acc.search, key)

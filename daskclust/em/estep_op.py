@@ -69,16 +69,13 @@ class EStepOp:
         return EStepAcc(self.family.new_stats(C, D), self.search.new_acc(C))
 
     def run(self, chunk: Chunk, acc: EStepAcc) -> None:
-        ids = self.search.init_sets.dtype
         if self.keep_state:
             K = chunk.state.get(STATE_K)
             if K is None:
                 K = initial_sets(chunk, self.search.init_sets)
                 chunk.state.pop(STATE_SEED_LABEL, None)  # K(n) holds it from now on
-            elif K.dtype != ids:  # restored from a store written with other ids (int32 before int16)
-                K = K.astype(ids)
         else:
-            K = np.empty((chunk.n_rows, 0), dtype=ids)
+            K = np.empty((chunk.n_rows, 0), dtype=self.search.init_sets.dtype)
         key = stream_key(self.seed, STREAM_ESTEP, self.iteration, chunk.index)
         acc.search = self.search.estep(chunk, self.kernel, self.n_truncated, K, acc.stats, acc.search, key)
         if self.keep_state:

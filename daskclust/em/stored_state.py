@@ -12,6 +12,7 @@ state the fits keep is checked for its dtype, shape and range:
   ``order`` a permutation of the chunk's rows, finite statistics -- and its partition
   (``cell_frontier``) node ids whose row ranges cover every row once.
 
+The ids of a valid state are then cast to the type the fit keeps (:func:`cast_ids`).
 The row order ``__perm__`` is checked by the shard as it reads it (it reorders the rows).
 """
 
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..engine.ops import Chunk
 from ..errors import ClusterError, WorkerLost
+from ..kernels.estep import cluster_id_dtype
 from ..kernels.kdtree import KDTree
 from ..kernels.validation import WEIGHT_MAX, scale_bounds
 from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_K, STATE_SEED_LABEL
@@ -31,7 +33,8 @@ from ..names import STATE_CELL_FRONTIER, STATE_CELL_K, STATE_CELL_PREFIX, STATE_
 
 @dataclass
 class CheckStateOp:
-    """One pass, no rows read: the problems found in each chunk's state (empty when all is well)."""
+    """One pass, no rows read: the problems found in each chunk's state (empty when all is well).
+    A valid state's cluster ids are held in the fit's id type from then on (:func:`cast_ids`)."""
 
     n_clusters: int
     reads_rows = False
@@ -43,10 +46,22 @@ class CheckStateOp:
         problem = state_problem(chunk.state, chunk.n_rows, self.n_clusters)
         if problem:
             acc.append(f"chunk {chunk.index}: {problem}")
+        else:
+            cast_ids(chunk.state, self.n_clusters)
 
     @staticmethod
     def merge(a: list[str], b: list[str]) -> list[str]:
         return sorted(a + b)
+
+
+def cast_ids(state: dict, n_clusters: int) -> None:
+    """Cast the cluster ids in a checked ``state`` (K(n), K(A), the seed labels) to the type the
+    fit's kernels keep (:func:`~daskclust.kernels.estep.cluster_id_dtype`): stores written before
+    ids took two bytes hold int32."""
+    ids = cluster_id_dtype(n_clusters)
+    for key in (STATE_K, STATE_CELL_K, STATE_SEED_LABEL):
+        if key in state and state[key].dtype != ids:
+            state[key] = state[key].astype(ids)
 
 
 def check_states(engine, n_clusters: int) -> list[str]:

@@ -15,6 +15,7 @@ from daskclust.em.cell_loop import (
     load_tree,
     split_gains,
 )
+from daskclust.em.stored_state import CheckStateOp
 from daskclust.engine.ops import Chunk
 from daskclust.kernels import kdtree
 from daskclust.models import Params
@@ -80,7 +81,7 @@ def test_refinement_splits_every_cell_above_the_threshold_and_raises_the_bound_b
 @pytest.mark.parametrize("restored", [None, np.int32])
 def test_a_cells_first_e_step_starts_each_cell_at_its_means_nearest_component(restored):
     """K(A) starts at the component whose mean is nearest to the cell's mean (with G = 1, C' = 1 and no
-    exploration the E-step keeps it); K(A) restored in other ids continues from them in the state's."""
+    exploration the E-step keeps it); K(A) restored in other ids continues from them in the fit's."""
     X, mu = blobs(seed=2)
     chunk, _ = built_chunk(X)
     family = CELL_FAMILIES["full"]
@@ -90,8 +91,11 @@ def test_a_cells_first_e_step_starts_each_cell_at_its_means_nearest_component(re
     tree = load_tree(chunk.state)
     frontier = chunk.state[STATE_CELL_FRONTIER]
     nearest = np.argmin(((tree.mean[frontier][:, None, :] - mu[None]) ** 2).sum(axis=2), axis=1)
-    if restored is not None:
+    if restored is not None:  # as a checkpoint of older code gives it back, checked as a restore checks it
         chunk.state[STATE_CELL_K] = nearest[:, None].astype(restored)
+        problems = []
+        CheckStateOp(4).run(chunk, problems)
+        assert problems == []
     op = CellEStepOp(family, kernel, 1, True, search.payload(), 0, 0)
     acc = op.new_acc()
     op.run(chunk, acc)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from daskclust.em.estep_op import EStepOp
+from daskclust.em.stored_state import CheckStateOp
 from daskclust.engine.ops import Chunk
 from daskclust.kernels.estep import SHORT_IDS, cluster_id_dtype
 from daskclust.models import FAMILIES
@@ -49,13 +50,17 @@ def _assigned(X, centres) -> Chunk:
 
 def _esteps(family_name: str, restored_dtype=None):
     """Two E-steps of one chunk from its seed labels (the second from the K(n) the first left, cast to
-    ``restored_dtype`` as a store written with other ids would give it back); the chunk's state and the
+    ``restored_dtype`` as a store written with other ids would give it back, then checked as a restore
+    checks it); the chunk's state and the
     second E-step's statistics."""
     X, centres, family, search, kernel = _problem(family_name)
     chunk = _assigned(X, centres)
     for iteration in (0, 1):
-        if iteration == 1 and restored_dtype is not None:
+        if iteration == 1 and restored_dtype is not None:  # and checked, as a restore checks it
             chunk.state[STATE_K] = chunk.state[STATE_K].astype(restored_dtype)
+            problems = []
+            CheckStateOp(C).run(chunk, problems)
+            assert problems == []
         op = EStepOp(family, kernel, KEPT, True, search.payload(), 0, iteration)
         acc = op.new_acc()
         op.run(chunk, acc)
