@@ -3,11 +3,14 @@
 In many dimensions distances concentrate (all points of a Gaussian blob are
 about sqrt(2 D) sigma apart), so the lower bounds of the ball tree prune
 nothing and a search degenerates to evaluating every candidate one distance at
-a time. Here the candidates are evaluated in tiles with
-||x - c||^2 = ||x||^2 - 2 x.c + ||c||^2, the cross terms by BLAS (which runs
-several times faster than a scalar loop), the minimum by a small kernel. The
-cancellation of the expansion makes distances approximate (relative error
-~1e-7 in float32); it is used only for seeding, never for E-steps.
+a time. Here the candidates are scored in tiles by one matrix product each
+(BLAS, several times faster than a scalar loop):
+argmin_c ||x - c||^2 = argmax_c [(x - m).(c - m) - ||c - m||^2 / 2], with m the
+candidates' mean (centring keeps the cancellation of the expansion small), the
+maximum by numpy's vectorised argmax, and the chosen candidate's distance then
+computed exactly in float64. A row whose two nearest candidates lie within the
+product's round-off of each other (~1e-7 relatively in float32) may take the
+second: the search is used for seeding and exact-cost passes, never for E-steps.
 """
 
 from __future__ import annotations
@@ -16,22 +19,25 @@ import numpy as np
 from numba import njit
 
 TILE_ROWS = 2048
+"""Rows per tile of :func:`dense_neighbours`."""
+
+TILE_SCORES = 1 << 19
+"""Scores per tile of :func:`dense_nearest` (2 MB in float32, an L2 cache here): its rows are
+``TILE_SCORES // candidates``."""
 
 
 @njit(nogil=True, cache=True)
-def _min_update(G, xn, cn, offset, mind2, label):
-    """mind2 / label (IN/OUT) lowered with d = xn_i + cn_j - 2 G_ij over the tile's columns."""
-    for i in range(G.shape[0]):
-        best = mind2[i]
-        arg = -1
-        for j in range(G.shape[1]):
-            d = xn[i] + cn[j] - 2.0 * G[i, j]
-            if d < best:
-                best = d
-                arg = j
-        if arg >= 0:
-            mind2[i] = max(best, 0.0)
-            label[i] = offset + arg
+def _lower_exact(X, cands, chosen, offset, mind2, label):
+    """mind2 / label (IN/OUT) lowered with d_i = ||x_i - c_chosen_i||^2 in float64."""
+    for i in range(X.shape[0]):
+        c = chosen[i]
+        d = 0.0
+        for k in range(X.shape[1]):
+            t = np.float64(X[i, k]) - cands[c, k]
+            d += t * t
+        if d < mind2[i]:
+            mind2[i] = d
+            label[i] = offset + c
 
 
 def dense_nearest(X: np.ndarray, cands: np.ndarray, offset: int, mind2: np.ndarray, label: np.ndarray) -> int:
@@ -39,14 +45,26 @@ def dense_nearest(X: np.ndarray, cands: np.ndarray, offset: int, mind2: np.ndarr
 
     Returns the number of distances evaluated (all of them).
     """
+    n_cands, D = cands.shape
+    if n_cands == 0 or X.shape[0] == 0:
+        return 0
     dtype = np.float32 if X.dtype == np.float32 else np.float64
-    C = np.ascontiguousarray(cands, dtype=dtype)
-    cn = np.einsum("cd,cd->c", C, C).astype(np.float64)
-    for start in range(0, X.shape[0], TILE_ROWS):
-        block = np.ascontiguousarray(X[start:start + TILE_ROWS], dtype=dtype)
-        xn = np.einsum("nd,nd->n", block, block).astype(np.float64)
-        _min_update(block @ C.T, xn, cn, offset, mind2[start:start + TILE_ROWS], label[start:start + TILE_ROWS])
-    return X.shape[0] * len(C)
+    cands = np.ascontiguousarray(cands, dtype=np.float64)
+    mean = cands.mean(axis=0)
+    centred = cands - mean
+    weights = np.empty((D + 1, n_cands), dtype=dtype)  # scores = [x - m, 1] @ weights
+    weights[:D] = centred.T
+    weights[D] = -0.5 * np.einsum("cd,cd->c", centred, centred)
+    rows = max(1, TILE_SCORES // n_cands)
+    block = np.ones((min(rows, X.shape[0]), D + 1), dtype=dtype)
+    scores = np.empty((block.shape[0], n_cands), dtype=dtype)
+    for start in range(0, X.shape[0], rows):
+        stop = min(start + rows, X.shape[0])
+        n = stop - start
+        np.subtract(X[start:stop], mean, out=block[:n, :D], casting="unsafe")
+        np.matmul(block[:n], weights, out=scores[:n])
+        _lower_exact(X[start:stop], cands, scores[:n].argmax(axis=1), offset, mind2[start:stop], label[start:stop])
+    return X.shape[0] * n_cands
 
 
 @njit(nogil=True, cache=True)

@@ -238,6 +238,40 @@ def test_dense_nearest_matches_brute_force():
     np.testing.assert_array_equal(label - 10, ref.argmin(1))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dense_nearest_is_exact_far_from_the_origin(dtype):
+    """Rows near well-separated candidates all about 1e4 from the origin: the expansion
+    ||x||^2 - 2 x.c + ||c||^2 of float32 rows loses every digit of their distances there; the search
+    still finds each row's nearest candidate and gives its exact squared distance (several tiles)."""
+    from daskclust.kernels.dense import TILE_SCORES, dense_nearest
+
+    rng = np.random.default_rng(8)
+    cands = 1e4 + 10.0 * rng.standard_normal((500, 40))
+    X = (cands[rng.integers(500, size=3 * TILE_SCORES // 500)] + rng.standard_normal((3 * TILE_SCORES // 500, 40)))
+    X = X.astype(dtype)
+    mind2, label = np.full(len(X), np.inf), np.zeros(len(X), dtype=np.int32)
+    dense_nearest(X, cands, 0, mind2, label)
+    ref = sq_distances(X.astype(np.float64), cands)
+    np.testing.assert_array_equal(label, ref.argmin(1))
+    np.testing.assert_allclose(mind2, ref.min(1), rtol=1e-9)
+
+
+def test_dense_nearest_lowers_only_what_its_candidates_improve():
+    from daskclust.kernels.dense import dense_nearest
+
+    rng = np.random.default_rng(9)
+    X, cands = rng.standard_normal((1000, 20)), rng.standard_normal((50, 20))
+    ref = sq_distances(X, cands).min(1)
+    mind2 = np.where(np.arange(1000) % 2 == 0, ref / 2, np.inf)
+    label = np.full(1000, -7, dtype=np.int32)
+    dense_nearest(X, cands, 100, mind2, label)
+    np.testing.assert_array_equal(label[::2], -7)
+    np.testing.assert_allclose(mind2[::2], ref[::2] / 2)
+    np.testing.assert_allclose(mind2[1::2], ref[1::2], rtol=1e-12)
+    assert (label[1::2] >= 100).all()
+    assert dense_nearest(X[:0], cands, 0, mind2[:0], label[:0]) == 0
+
+
 def test_pruning_probe_tells_low_from_high_dimension():
     from daskclust.seeding.passes import pruning_test
 
