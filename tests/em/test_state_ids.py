@@ -51,12 +51,11 @@ def _assigned(X, centres) -> Chunk:
 def _esteps(family_name: str, restored_dtype=None):
     """Two E-steps of one chunk from its seed labels (the second from the K(n) the first left, cast to
     ``restored_dtype`` as a store written with other ids would give it back, then checked as a restore
-    checks it); the chunk's state and the
-    second E-step's statistics."""
+    checks it); the chunk's state and the second E-step's statistics."""
     X, centres, family, search, kernel = _problem(family_name)
     chunk = _assigned(X, centres)
     for iteration in (0, 1):
-        if iteration == 1 and restored_dtype is not None:  # and checked, as a restore checks it
+        if iteration == 1 and restored_dtype is not None:
             chunk.state[STATE_K] = chunk.state[STATE_K].astype(restored_dtype)
             problems = []
             CheckStateOp(C).run(chunk, problems)
