@@ -26,8 +26,8 @@ from ..kernels.estep import CHANGED, NDIST_CENTRES, NDIST_POINTS, QE, W
 from ..models import Family, Params, SuffStats, variance_floor
 from ..names import STATE_K
 from ..search import Search
-from ..seeding.passes import exact_inertia
 from .estep_op import EStepOp
+from .exact_cost import exact_inertia
 from .relocation import relocate_empty
 
 HISTORY_FIELDS = (

@@ -344,7 +344,7 @@ class AssignOp:
 @dataclass
 class NearestCostOp:
     """sum_n w_n min_c ||y_n - mu_c||^2 exactly (``index``: a :class:`NearestIndex` over the centres),
-    the chunks' state untouched: the inertia of final centres."""
+    the chunks' state untouched, every row searched by the index (the costmodel suite's dense pass)."""
 
     index: NearestIndex
 
@@ -357,13 +357,6 @@ class NearestCostOp:
         acc["qe"][0] += weighted_sum(chunk.w, d2)
 
     merge = staticmethod(add_arrays)
-
-
-def exact_inertia(engine, centres: np.ndarray) -> tuple[float, int]:
-    """The data's exact k-means cost at ``centres`` and the distances it took (one pass; the ball tree
-    prunes distances)."""
-    acc = engine.map_reduce(NearestCostOp(NearestIndex.probed(centres)))
-    return float(acc["qe"][0]), int(acc["n_dist"][0])
 
 
 def _drop_seeding_state(chunk: Chunk) -> None:
