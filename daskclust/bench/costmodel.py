@@ -15,7 +15,10 @@ Measured, for KMeans() and GaussianMixture(covariance_type="diag") at their defa
   (the search's update and payload), timed call by call as :func:`daskclust.em.loop.run_em`
   makes them;
 - the per-pass overhead: the empty pass on LocalClusters of 2, 4 and 8 one-thread worker
-  processes, fitted as a + b W.
+  processes, fitted as a + b W;
+- outside the iteration, the exact nearest-centre pass by matrix products (the seeding's last pass
+  where nothing prunes; KMeans' exact-inertia pass for the rows their K(n) does not settle): seconds
+  per row, centre and feature on one core, at D = 16 and 64.
 
 Every figure is the median over the iterations after the first two (K(n) is built in the
 first). :mod:`daskclust.bench.prediction` turns them into the predicted iteration.
@@ -40,7 +43,7 @@ from ..engine.engine import Engine, WorkerInfo, contiguous_placement
 from ..engine.ops import Chunk, leaving
 from ..kernels.estep import NDIST_POINTS
 from ..names import STATE_K, STATE_SEED_LABEL
-from ..seeding.passes import NearestIndex
+from ..seeding.passes import NearestCostOp, NearestIndex
 from .data import blobs_array
 from .overhead import NoOp, time_passes
 from .prediction import FamilyConstants, Line, Scenario, prose, tree_depth
@@ -54,6 +57,7 @@ ESTIMATORS = {
 }
 """The families modelled, at their defaults, by the name the table gives them."""
 COMPUTE_DIMS, COMPUTE_CLUSTERS, COMPUTE_ROWS = (2, 16, 64), 1024, 400_000
+DENSE_DIMS = (16, 64)
 TREE_DIM, TREE_CLUSTERS, TREE_LEAVES, ROWS_PER_CLUSTER = 16, (1024, 4096, 16384), 8, 8
 OVERHEAD_WORKERS = (2, 4, 8)
 READ_ROWS, READ_CHUNKS = 1_000_000, 16
@@ -197,6 +201,21 @@ def measure_compute(client) -> list[dict]:
     return out
 
 
+def measure_dense(client) -> dict[int, float]:
+    """Seconds per row, centre and feature of one exact nearest-centre pass by matrix products
+    (:class:`~daskclust.seeding.passes.NearestCostOp`, C = COMPUTE_CLUSTERS random rows as centres)
+    over COMPUTE_ROWS rows persisted on ``client``'s one 1-thread worker, less the empty pass, per D."""
+    out = {}
+    for D in DENSE_DIMS:
+        X, _ = blobs_array(COMPUTE_ROWS, D, COMPUTE_CLUSTERS)
+        index = NearestIndex(random_rows(X, COMPUTE_CLUSTERS), dense=True)
+        with Engine(as_chunked_data(X), client) as engine:
+            empty = time_passes(engine, NoOp, 5)
+            seconds = time_passes(engine, lambda: NearestCostOp(index), 3) - empty
+        out[D] = seconds / (len(X) * COMPUTE_CLUSTERS * D)
+    return out
+
+
 def measure_tree() -> list[dict]:
     """Per family and C (D = TREE_DIM, ROWS_PER_CLUSTER rows a cluster, TREE_LEAVES workers in a
     :class:`LocalTree`): message bytes by level, the operation's bytes, merge and driver seconds."""
@@ -273,6 +292,7 @@ def run(client) -> Table:
     """Measure the constants (E-step and read on ``client``'s one 1-thread worker, the tree in this
     process, the overhead on LocalClusters of its own) and write the table, notes and prediction."""
     compute = measure_compute(client)
+    dense = measure_dense(client)
     read = measure_read(client)
     tree = measure_tree()
     overhead = measure_overhead()
@@ -301,11 +321,26 @@ def run(client) -> Table:
         table.rows.append(["driver: neighbourhood update", "t_drv", fam, TREE_DIM, C, "-", t["update"], "s"])
     for W, seconds in overhead.items():
         table.rows.append(["empty pass", "a + b W", "-", 2, "-", W, seconds, "s"])
+    for D, seconds in dense.items():
+        table.rows.append(["exact nearest pass by matrix products, per row, centre and feature", "kappa", "-", D,
+                           COMPUTE_CLUSTERS, 1, seconds, "s / core"])
     families = [family_constants(name, compute, tree) for name in ESTIMATORS]
     line = Line.fit(list(overhead), list(overhead.values()))
     table.notes.extend(notes(compute, tree, families, line, read))
+    table.notes.append(dense_note(dense))
     table.prose.extend(prose(families, line, read["none"], SCENARIO))
     return table
+
+
+def dense_note(dense: dict[int, float]) -> str:
+    """How kappa was measured, and the passes it prices."""
+    figures = ", ".join(f"{1e12 * v:.3g} ps at D = {D}" for D, v in dense.items())
+    return (f"kappa: one pass of the exact nearest-centre search by matrix products (kernels/dense.py) over "
+            f"{COMPUTE_ROWS:,} rows of make-data blobs (float32) against C = {COMPUTE_CLUSTERS} random rows, "
+            f"persisted on one worker process of one thread, the median of 3 less the median empty pass, per row, "
+            f"centre and feature ({figures}): where nothing prunes (the probe picks matrix products) the seeding's "
+            f"last pass costs about N C D kappa / cores, and KMeans' exact-inertia pass at most that (rows their K(n) "
+            f"settles take 17 distances each, em/exact_cost.py), outside the iterations")
 
 
 def notes(compute: list[dict], tree: list[dict], families: list[FamilyConstants], overhead: Line,

@@ -134,3 +134,27 @@ def test_the_local_tree_replays_the_engines_pass_and_its_bytes(client):
     assert array_bytes(engine_accs[-1]) == array_bytes(local_accs[-1]) > 1000
     assert local_records[-1]["bytes_root"] == pytest.approx(engine_records[-1]["bytes_root"], rel=0.02)
     assert len(tree.messages[1]) == 1 and len(tree.merge_seconds) == 1  # one child, one merge
+
+
+def test_the_dense_constant_is_per_row_centre_and_feature(client, monkeypatch):
+    """kappa: one pass's seconds less the empty pass's, divided by rows x centres x features, per D
+    (timings not asserted: the figure is the pass's, rescaled)."""
+    monkeypatch.setattr(costmodel, "COMPUTE_ROWS", 3000)
+    monkeypatch.setattr(costmodel, "COMPUTE_CLUSTERS", 16)
+    monkeypatch.setattr(costmodel, "DENSE_DIMS", (4, 8))
+    passes = []
+    real = costmodel.time_passes
+
+    def recorded(engine, make_op, repeats):
+        seconds = real(engine, make_op, repeats)
+        passes.append((type(make_op()).__name__, engine.data.n_samples, engine.data.n_features, seconds))
+        return seconds
+
+    monkeypatch.setattr(costmodel, "time_passes", recorded)
+    dense = costmodel.measure_dense(client)
+    assert list(dense) == [4, 8]
+    for D, (empty, full) in zip((4, 8), zip(passes[::2], passes[1::2])):
+        assert empty[:3] == ("NoOp", 3000, D) and full[:3] == ("NearestCostOp", 3000, D)
+        assert dense[D] == pytest.approx((full[3] - empty[3]) / (3000 * 16 * D))
+    note = costmodel.dense_note(dense)
+    assert all(f"{1e12 * dense[D]:.3g} ps at D = {D}" in note for D in (4, 8))
