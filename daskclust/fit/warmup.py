@@ -65,8 +65,9 @@ docs/benchmarks.md): seeding (chunk validation, the k-means|| rounds, the ball t
 k-means++, the nearest candidate) 16.5, of which the ball tree's three kernels ~11.5; labels (the
 exact nearest centre that ``predict``, and ``fit`` for ``labels_`` on numpy input, run) nothing
 after the seeding, which compiles the same kernel; pairs (the exact neighbours of the centres,
-pruning the pair statistics, the estimated neighbour table) 4; estep (the truncated E-step and
-the merge of its pair statistics) 12.5. The helper first spends 2-3 s importing daskclust and
+pruning the pair statistics, the estimated neighbour table) 4; estep (the truncated E-step, the
+merge of its pair statistics and, since 2026-11-29, the exact-inertia pass settling rows from K(n))
+12.5 (on 2026-11-29, pairs then estep on an empty cache: 2.3 and 7.8). The helper first spends 2-3 s importing daskclust and
 takes estep, then pairs; this process takes the seeding, then labels: the seeding is the longest
 chain, one function after the other."""
 
@@ -142,19 +143,26 @@ def _first_iteration():
 
 
 def run_estep(dtype="float64") -> None:
-    """The first E-step of a default ``KMeans`` on the tiny data set in two chunks, and the merge
-    of their accumulators (as a worker's threads and the tree of workers merge them)."""
+    """The first E-step of a default ``KMeans`` on the tiny data set in two chunks, the merge
+    of their accumulators (as a worker's threads and the tree of workers merge them), and the
+    exact-inertia pass a k-means fit ends with, from the sets K(n) the E-step left."""
+    from ..em.exact_cost import SettledCostOp, settling_table
     from ..engine.ops import Chunk
+    from ..seeding.passes import NearestIndex
 
     _, op, centres, _ = _first_iteration()
     X = tiny_data(dtype)
     labels = ((X[:, None, :] - centres[None, :, :]) ** 2).sum(-1).argmin(1).astype(np.int32)
-    accs = []
+    accs, chunks = [], []
     for index, rows in enumerate((slice(0, TINY_ROWS // 2), slice(TINY_ROWS // 2, TINY_ROWS))):
         acc = op.new_acc()
-        op.run(Chunk(index, rows.start, X[rows], np.empty(0), {STATE_SEED_LABEL: labels[rows]}), acc)
+        chunks.append(Chunk(index, rows.start, X[rows], np.empty(0), {STATE_SEED_LABEL: labels[rows]}))
+        op.run(chunks[-1], acc)
         accs.append(acc)
     op.merge(*accs)
+    cost = SettledCostOp(centres, *settling_table(centres)[:2], NearestIndex.probed(centres))
+    for chunk in chunks:
+        cost.run(chunk, cost.new_acc())
 
 
 def run_pairs() -> None:
