@@ -13,7 +13,7 @@ from ..kernels.seeding import weighted_sum
 from ..kernels.settle import settle_nearest
 from ..names import STATE_K
 from ..search.neighbours import exact_neighbours
-from ..seeding.passes import NearestIndex
+from ..seeding.passes import NearestIndex, search_rows
 
 SETTLE_NEIGHBOURS = 16
 """G of the settling: each guessed row is compared with its guess and the guess's G nearest centres.
@@ -49,10 +49,7 @@ class SettledCostOp:
         else:
             rest = np.arange(chunk.n_rows)
         if len(rest):
-            near = np.full(len(rest), np.inf)
-            acc["n_dist"][0] += self.index.search(np.ascontiguousarray(chunk.X[rest]), near,
-                                                  np.zeros(len(rest), dtype=np.int32))
-            d2[rest] = near
+            acc["n_dist"][0] += search_rows(self.index, chunk.X, rest, d2, label)
         acc["qe"][0] += weighted_sum(chunk.w, d2)
 
     merge = staticmethod(add_arrays)
