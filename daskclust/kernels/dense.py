@@ -18,12 +18,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-TILE_ROWS = 2048
-"""Rows per tile of :func:`dense_neighbours`."""
-
 TILE_SCORES = 1 << 19
-"""Scores per tile of :func:`dense_nearest` (2 MB in float32, an L2 cache here): its rows are
-``TILE_SCORES // candidates``."""
+"""Scores per tile of :func:`dense_nearest` (2 MB in float32, an L2 cache here) and of
+:func:`dense_neighbours`: their rows are ``TILE_SCORES // candidates``."""
 
 
 @njit(nogil=True, cache=True)
@@ -116,13 +113,14 @@ def _nearest_k_update(G, pn, start, out_idx, out_d2):
                 size += 1
 
 
-def dense_neighbours(P: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """(idx (M, k) int32, squared distances (M, k), distances evaluated): the k nearest points of
-    each point of P (M, D) among P, itself first, by matrix products in tiles (k <= M)."""
+def dense_neighbours(P: np.ndarray, k: int, start: int, stop: int, pn: np.ndarray, out_idx: np.ndarray,
+                     out_d2: np.ndarray) -> int:
+    """Rows start .. stop of out_idx (M, k) int32 / out_d2 (M, k) (OUT): the k nearest points of each of
+    those points of P (M, D) among P, itself first, by matrix products in tiles of about TILE_SCORES
+    (k <= M; ``pn`` the squared norms of P's rows, P best centred: the expansion's cancellation grows
+    with the distance from the origin). Returns the distances evaluated."""
     M = P.shape[0]
-    pn = np.einsum("md,md->m", P, P)
-    idx = np.empty((M, k), dtype=np.int32)
-    d2 = np.empty((M, k))
-    for start in range(0, M, TILE_ROWS):
-        _nearest_k_update(P[start:start + TILE_ROWS] @ P.T, pn, start, idx, d2)
-    return idx, d2, M * M
+    rows = max(1, TILE_SCORES // M)
+    for first in range(start, stop, rows):
+        _nearest_k_update(P[first:min(first + rows, stop)] @ P.T, pn, first, out_idx, out_d2)
+    return (stop - start) * M

@@ -125,6 +125,9 @@ def _reduce(P, w, n_clusters, seed, dense, restarts, lloyd_iterations, neighbour
     return Reduction(centres, cost, int(n_dist))
 
 
+NEIGHBOUR_ROWS = 512
+"""Points per task of the neighbour table by matrix products (tasks on the driver's threads)."""
+
 EXACT_TAIL = 0.0625
 """With matrix products the last EXACT_TAIL of the greedy steps take the candidate of largest
 gain among all of them (see :func:`greedy_kmeanspp`)."""
@@ -147,8 +150,8 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
     all: of largest local saving with ``neighbours``; otherwise of largest saving,
     evaluated lazily: savings only shrink as centres are added, so stale ones
     are upper bounds and only the ``batch`` largest are recomputed until the best
-    recomputed one beats every stale bound. ``pool``: threads that find the tree's
-    neighbour table in blocks of points (None: this thread).
+    recomputed one beats every stale bound. ``pool``: threads that find the neighbour
+    table (through the tree or by matrix products) in blocks of points (None: this thread).
     """
     M = len(P)
     K = min(neighbours, M)
@@ -159,9 +162,11 @@ def greedy_kmeanspp(P: np.ndarray, w: np.ndarray, n_clusters: int, trials: int, 
         n_nbr = _tree_neighbour_table(tree, pts, K, nbr, nd2, pool) if K else 0
         chosen, n = greedy_kmeanspp_tree(*tree, pts, w[order], n_clusters, trials, key, nbr, nd2 * nd2)
         return order[chosen], int(n) + int(n_build) + int(n_nbr)
-    if K:
-        nbr, nd2, n_nbr = dense_neighbours(P, K)
+    P = P - P.mean(axis=0)  # distances are expanded below: about the points' mean, not the origin
     pn = np.einsum("md,md->m", P, P)
+    if K:
+        nbr, nd2 = np.empty((M, K), dtype=np.int32), np.empty((M, K))
+        n_nbr = over_blocks(lambda a, b: dense_neighbours(P, K, a, b, pn, nbr, nd2), M, pool, rows=NEIGHBOUR_ROWS)
     chosen = np.empty(n_clusters, dtype=np.int64)
     draw_trials(key, 0, w, chosen[:1])
     d2 = np.full(M, np.inf)

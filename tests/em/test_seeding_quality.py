@@ -90,16 +90,32 @@ def test_a_neighbourhood_of_every_point_is_the_exact_greedy():
     np.testing.assert_array_equal(local, exact)
 
 
-def test_dense_neighbours_match_brute_force():
-    from daskclust.kernels.dense import dense_neighbours
+def test_dense_neighbours_match_brute_force(monkeypatch):
+    from daskclust.kernels import dense
 
-    P, _ = weighted_points(6, n=2500, dim=5)  # more rows than a tile
-    idx, d2, n_dist = dense_neighbours(P, 6)
+    monkeypatch.setattr(dense, "TILE_SCORES", 2500 * 7)  # tiles of 7 rows: blocks of several tiles
+    P, _ = weighted_points(6, n=2500, dim=5)
+    P = P - P.mean(0)
+    pn = np.einsum("md,md->m", P, P)
+    idx, d2 = np.empty((len(P), 6), dtype=np.int32), np.empty((len(P), 6))
+    n_dist = sum(dense.dense_neighbours(P, 6, a, b, pn, idx, d2) for a, b in [(0, 1000), (1000, 2500)])
     D2 = sq_distances(P, P)
     np.testing.assert_array_equal(idx[:, 0], np.arange(len(P)))
     np.testing.assert_array_equal(np.sort(idx[:, 1:], 1), np.sort(np.argsort(D2, 1, kind="stable")[:, 1:6], 1))
     np.testing.assert_allclose(d2, np.take_along_axis(D2, idx.astype(np.int64), 1), rtol=1e-9, atol=1e-9)
     assert n_dist == len(P) ** 2
+
+
+@pytest.mark.parametrize("k", [0, 6])
+def test_dense_greedy_far_from_the_origin_makes_the_same_choices(k):
+    """The dense greedy expands distances as ||p||^2 + ||q||^2 - 2 p.q; about the points' mean, so
+    points 1e8 from the origin (where the expansion about the origin loses every digit of their
+    spread) are chosen as at the origin."""
+    P, w = weighted_points(8, n=400, dim=8, groups=16)
+    key = stream_key(8, 1)
+    here, _ = greedy_kmeanspp(P, w, 16, 4, key, dense=True, exact_tail=0.25, neighbours=k)
+    far, _ = greedy_kmeanspp(P + 1e8, w, 16, 4, key, dense=True, exact_tail=0.25, neighbours=k)
+    np.testing.assert_array_equal(far, here)
 
 
 def test_ball_tree_nodes_bound_their_points():
