@@ -150,3 +150,59 @@ def test_a_seed_repeats_the_stream_and_the_start_sees_a_sample_of_the_first_chun
     assert seen == [stepwise.START_ROWS * 12] * 3  # 2,000-row first chunks: 240 rows for the k-means start
     np.testing.assert_array_equal(models[0].means_, models[1].means_)
     assert not np.array_equal(models[0].means_, models[2].means_)
+
+
+def _plain_stream(family_of, chunks, start_rows, seed):
+    """A stream started by k-means of ``start_rows`` and stepped over ``chunks`` (StepwiseEM itself)."""
+    from daskclust.em.stepwise import StepwiseEM, first_params
+
+    model = family_of()
+    family = model._family()
+    params = first_params(family, start_rows, np.empty(0), 12, seed, model._reg())
+    em = StepwiseEM(family, model._n_truncated(), model._reg(), params, seed=seed)
+    for chunk in chunks:
+        em.step(chunk, np.empty(0))
+    return em.params
+
+
+def test_small_first_chunks_start_again_from_the_first_chunks(split):
+    """First chunks of 100 rows for 12 components (fewer than START_ROWS C = 240) in 12 features: the
+    stream starts from the first chunk, and once three chunks hold 240 rows (before the burn-in's first
+    M-step at 2 (D + 1) C = 312 rows) it starts again from k-means of those 300 rows and takes their steps
+    again: then it is the stream started from them. A caller reusing its array for every chunk changes
+    nothing (the chunks are copied)."""
+    from daskclust.em import stepwise
+
+    rng = np.random.default_rng(5)
+    X = np.hstack([split[0][:1200], rng.standard_normal((1200, 8))])  # 12 features
+    chunks = np.array_split(X, 12)
+    assert 2 * 13 * 12 > 300 >= stepwise.START_ROWS * 12
+    model = daskclust.GaussianMixture(12, covariance_type="diag", random_state=7)
+    buffer = np.empty_like(chunks[0])
+    for chunk in chunks:
+        buffer[...] = chunk  # the caller's one array, overwritten by every chunk
+        model.partial_fit(buffer)
+    seed = model.seed_
+    expected = _plain_stream(lambda: daskclust.GaussianMixture(12, covariance_type="diag"), chunks,
+                             np.vstack(chunks[:3]), seed)
+    np.testing.assert_allclose(model.means_, expected.means, rtol=1e-12, atol=1e-12)
+    assert model.n_steps_ == len(model.history_) == 12  # the first two steps taken again, not counted twice
+    first_only = _plain_stream(lambda: daskclust.GaussianMixture(12, covariance_type="diag"), chunks, chunks[0], seed)
+    assert not np.allclose(model.means_, first_only.means)
+
+
+def test_no_second_start_once_the_model_has_moved_or_its_start_was_given(split):
+    """In 4 features the burn-in ends (2 (D + 1) C = 120 rows) before the first chunks hold START_ROWS C
+    = 240 rows: the stream keeps its first start. Given centres are never replaced."""
+    train, _ = split
+    chunks = np.array_split(train[:1200], 12)  # 100 rows each
+    model = daskclust.GaussianMixture(12, covariance_type="diag", random_state=2)
+    for chunk in chunks:
+        model.partial_fit(chunk)
+    expected = _plain_stream(lambda: daskclust.GaussianMixture(12, covariance_type="diag"), chunks, chunks[0],
+                             model.seed_)
+    np.testing.assert_allclose(model.means_, expected.means, rtol=1e-12, atol=1e-12)
+    assert model._start_chunks is None
+    given = daskclust.GaussianMixture(12, covariance_type="diag", means_init=train[:12])
+    given.partial_fit(chunks[0])
+    assert given._start_chunks is None
