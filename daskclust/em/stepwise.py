@@ -233,35 +233,6 @@ def blend(running: SuffStats, unit: SuffStats, eta: float) -> SuffStats:
                                                                    (unit.S0, unit.S1, unit.S2, unit.scal))))
 
 
-@dataclass
-class StartChunks:
-    """The first chunks of a stream started by k-means of a first chunk of fewer than :data:`START_ROWS` C
-    rows, kept until they hold that many: the start is then fitted again on them (:func:`first_params`)
-    and their steps taken again from it, if no M-step has been made by then (the burn-in: the steps so
-    far only averaged statistics under the start). uci_letter spherical, 26 components, chunks of 320
-    rows (the stream suite's): two epochs ended 0.61 % below the batch fit's held-out log-likelihood per
-    row from the first chunk's k-means, 0.43 % after starting again on the first two (mean of 30 seeds,
-    s.e. 0.06 % and 0.07 %). At most START_ROWS C rows and one chunk are held."""
-
-    n_clusters: int
-    chunks: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-
-    def add(self, X: np.ndarray, w: np.ndarray) -> None:
-        """Keep a copy of the chunk (a caller may read the next one into the same array)."""
-        self.chunks.append((np.array(X), np.array(w)))
-
-    def full(self) -> bool:
-        """Whether the chunks hold START_ROWS C rows."""
-        return sum(X.shape[0] for X, _ in self.chunks) >= START_ROWS * self.n_clusters
-
-    def rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """The chunks' rows and weights, stacked (no weights when no chunk had any)."""
-        X = np.concatenate([X for X, _ in self.chunks])
-        if not any(len(w) for _, w in self.chunks):
-            return X, np.empty(0)
-        return X, np.concatenate([w if len(w) else np.ones(X.shape[0]) for X, w in self.chunks])
-
-
 def first_params(family: Family, X: np.ndarray, w: np.ndarray, n_clusters: int, seed: int, reg: float) -> Params:
     """The parameters before the first step when none are given: k-means of the first chunk's rows (at
     most :data:`START_ROWS` C of them, drawn uniformly), by the k-means|| reduction

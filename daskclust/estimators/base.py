@@ -202,7 +202,7 @@ class TruncatedEMEstimator(ParamsMixin, BaseEstimator):
         iteration, the model is the one the undisturbed fit would give.
         """
         self._validate_params()
-        self._stream = self._start_chunks = None  # a fit starts over: a later partial_fit starts from its model
+        self._stream = None  # a fit starts over: a later partial_fit starts a stream from its model
         placed = X if isinstance(X, PlacedData) else None
         if placed is not None:  # data placed once for many fits: what this fit asks must agree
             placed.check_fit(sample_weight=sample_weight, client=client, scheduler_address=self.scheduler_address,

@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils._available_if import available_if
 
 from ..data import rows_in_memory
-from ..em.stepwise import START_ROWS, StartChunks, StepwiseEM, first_params
+from ..em.stepwise import StepwiseEM, first_params
 from ..errors import InvalidDataError
 from ..models import Params
 from ..seeding.passes import NearestIndex
@@ -46,10 +46,7 @@ class StreamMixin:
         The first call starts from the fitted model if there is one (``fit`` or a loaded model),
         else from given initial centres (``init`` / ``means_init``, with ``weights_init`` and
         ``precisions_init``), else from k-means of its own rows (which must be at least
-        ``n_clusters``); when that chunk has fewer than 20 ``n_clusters`` rows, the k-means is fitted
-        again on the first chunks once they hold that many, if the model has not moved by then (no
-        M-step before 2 (D + 1) C rows), and their steps are taken again from it (copies of those
-        chunks are kept until then). ``fit`` starts over. Each call appends a row to ``history_`` (``data`` =
+        ``n_clusters``). ``fit`` starts over. Each call appends a row to ``history_`` (``data`` =
         ``"stream"``; its free energy is the chunk's under the model before the step, a held-out
         figure; distances are not counted there: -1), which ``callback`` gets, and sets ``n_steps_``
         (= ``n_iter_``);
@@ -84,47 +81,13 @@ class StreamMixin:
                 self.coreset_ = self.training_data_ = None
                 self._output_dtype = np.dtype(np.float32 if rows.dtype == np.float32 else np.float64)
             params = self._model() if fitted else self._stream_start(rows, weights, self.seed_)
-            stream = self._start_stream(params)
-            self._start_chunks = None
-            if not fitted and self._starts_by_kmeans() and rows.shape[0] < START_ROWS * self._n_clusters():
-                self._start_chunks = StartChunks(self._n_clusters())
-                self._start_chunks.add(rows, weights)
-        elif getattr(self, "_start_chunks", None) is not None:
-            stream = self._start_again(stream, rows, weights)
+            stream = self._stream = StepwiseEM(self._family(), self._n_truncated(), self._reg(), params,
+                                                 seed=getattr(self, "seed_", 0))
+            self._stream_weight = 0.0
         step = stream.step(rows, weights)
         self._stream_weight += step["weight"]
         self._set_stream_fitted(stream, step, rows.shape[1])
         return self
-
-    def _start_stream(self, params: Params) -> StepwiseEM:
-        """A new stream from ``params``, no weight seen."""
-        self._stream = StepwiseEM(self._family(), self._n_truncated(), self._reg(), params,
-                                  seed=getattr(self, "seed_", 0))
-        self._stream_weight = 0.0
-        return self._stream
-
-    def _starts_by_kmeans(self) -> bool:
-        """Whether a stream without a fitted model starts from k-means of its rows (no centres given)."""
-        return isinstance(self._init_centres(), str)
-
-    def _start_again(self, stream: StepwiseEM, rows: np.ndarray, weights: np.ndarray) -> StepwiseEM:
-        """Keep a copy of the chunk among the stream's first (:class:`~daskclust.em.stepwise.StartChunks`)
-        while no M-step has been made; once they hold START_ROWS C rows, the stream starts again from
-        k-means of them and takes the earlier chunks' steps again (their history rows stay: they
-        happened)."""
-        chunks = self._start_chunks
-        if stream.burnt_in():
-            self._start_chunks = None
-            return stream
-        chunks.add(rows, weights)
-        if not chunks.full():
-            return stream
-        self._start_chunks = None
-        params = first_params(self._family(), *chunks.rows(), self._n_clusters(), self.seed_, self._reg())
-        stream = self._start_stream(self._given_start(params))
-        for X, w in chunks.chunks[:-1]:
-            self._stream_weight += stream.step(X, w)["weight"]
-        return stream
 
     def _stream_start(self, rows: np.ndarray, weights: np.ndarray, seed: int) -> Params:
         """The model before a stream's first step when none is fitted: k-means of the chunk, or given
