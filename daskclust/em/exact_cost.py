@@ -13,7 +13,7 @@ from ..kernels.seeding import weighted_sum
 from ..kernels.settle import settle_nearest
 from ..names import STATE_K
 from ..search.neighbours import exact_neighbours
-from ..seeding.passes import NearestIndex, search_rows
+from ..seeding.passes import NearestCostOp, NearestIndex, search_rows
 
 SETTLE_NEIGHBOURS = 16
 """G of the settling: each guessed row is compared with its guess and the guess's G nearest centres.
@@ -38,16 +38,16 @@ class SettledCostOp:
         return {"qe": np.zeros(1), "n_dist": np.zeros(1)}
 
     def run(self, chunk: Chunk, acc) -> None:
+        K = chunk.state.get(STATE_K)
+        if K is None or K.shape[1] == 0:  # no guess: every row searched in place, as NearestCostOp does
+            NearestCostOp(self.index).run(chunk, acc)
+            return
         d2 = np.full(chunk.n_rows, np.inf)
         label = np.zeros(chunk.n_rows, dtype=np.int32)
-        K = chunk.state.get(STATE_K)
-        if K is not None and K.shape[1] > 0:
-            guess = K[:, 0]
-            settled = settle_nearest(chunk.X, self.means, guess, self.neighbours, self.radius, d2, label)
-            acc["n_dist"][0] += np.count_nonzero(guess >= 0) * (1 + self.neighbours.shape[1])
-            rest = np.flatnonzero(~settled)
-        else:
-            rest = np.arange(chunk.n_rows)
+        guess = K[:, 0]
+        settled = settle_nearest(chunk.X, self.means, guess, self.neighbours, self.radius, d2, label)
+        acc["n_dist"][0] += np.count_nonzero(guess >= 0) * (1 + self.neighbours.shape[1])
+        rest = np.flatnonzero(~settled)
         if len(rest):
             acc["n_dist"][0] += search_rows(self.index, chunk.X, rest, d2, label)
         acc["qe"][0] += weighted_sum(chunk.w, d2)
